@@ -1,0 +1,264 @@
+//! Command-line flags and their translation into a [`RunConfig`].
+
+use std::path::PathBuf;
+use std::time::Duration;
+
+use anyhow::{bail, Context as _};
+use clap::{Args, Parser, Subcommand, ValueEnum};
+use serde_json::json;
+use servebench_core::plan::{parse_concurrency, parse_contexts};
+use servebench_core::prompt::CalibrationCache;
+use servebench_core::{Endpoint, RunConfig, Target, TargetingMode};
+use servebench_sim::{Sim, SimConfig};
+
+/// Measure how fast an LLM inference server really is: sustained decode tok/s over a
+/// concurrency × context matrix, with TTFT, ITL and exact token accounting.
+#[derive(Debug, Parser)]
+#[command(name = "servebench", version, about, long_about = None, propagate_version = true)]
+pub struct Cli {
+    #[command(subcommand)]
+    pub command: Command,
+}
+
+#[derive(Debug, Subcommand)]
+pub enum Command {
+    /// Run the sustained-decode matrix against a server (or the built-in simulator when no target is given).
+    Run(Box<RunArgs>),
+    /// Serve the built-in OpenAI-compatible simulator (continuous batching model) until Ctrl-C.
+    Sim(SimConfig),
+    /// Print the text report of a results JSON file (servebench's or llm_decode_bench.py's).
+    Report(FileArgs),
+    /// Check a results JSON file against servebench's JSON Schema.
+    Validate(FileArgs),
+}
+
+/// A results file argument.
+#[derive(Debug, Args)]
+pub struct FileArgs {
+    /// Path of the results JSON file.
+    pub file: PathBuf,
+}
+
+/// API endpoint used for benchmark requests.
+#[derive(Clone, Copy, Debug, ValueEnum, PartialEq, Eq)]
+pub enum EndpointArg {
+    /// /v1/chat/completions with messages.
+    Chat,
+    /// /v1/completions with a prompt string.
+    Completions,
+}
+
+/// How prompts are sized to each context.
+#[derive(Clone, Copy, Debug, ValueEnum, PartialEq, Eq)]
+pub enum TargetingArg {
+    /// /tokenize when the server has it, else a calibrated chars/token estimate.
+    Auto,
+    /// Only /tokenize (falls back to the estimate with a warning when missing).
+    Exact,
+    /// Calibrated chars/token estimate.
+    Estimate,
+}
+
+/// Flags of `servebench run`.
+#[derive(Debug, Args)]
+pub struct RunArgs {
+    /// Full base URL of the server (scheme, host, port, optional path), e.g. http://127.0.0.1:8000.
+    #[arg(long, conflicts_with_all = ["host", "port"])]
+    pub url: Option<String>,
+    /// Server host (or a URL); used with --port. Without --url/--host/--port the built-in simulator runs.
+    #[arg(long)]
+    pub host: Option<String>,
+    /// Server port (default 8000 when --host is given).
+    #[arg(long)]
+    pub port: Option<u16>,
+    /// API key sent as `Authorization: Bearer <key>` on every request.
+    #[arg(long, env = "SERVEBENCH_API_KEY", hide_env_values = true)]
+    pub api_key: Option<String>,
+    /// Model name (default: the first id listed by /v1/models).
+    #[arg(long)]
+    pub model: Option<String>,
+    /// API used for the benchmark requests.
+    #[arg(long, value_enum, default_value_t = EndpointArg::Chat)]
+    pub endpoint: EndpointArg,
+
+    /// Concurrency levels C (streams kept in flight), comma-separated
+    /// [default: 1,2,4,8,16,32,64,128; simulator: 1,8,64].
+    #[arg(long)]
+    pub concurrency: Option<String>,
+    /// Context lengths in prompt tokens, comma-separated, `k` = ×1024
+    /// [default: 0,16k,32k,64k,128k; simulator: 0,8k].
+    #[arg(long)]
+    pub contexts: Option<String>,
+    /// Measured window per cell, s [default: 30; simulator: 5].
+    #[arg(long)]
+    pub duration: Option<f64>,
+    /// max_tokens of every decode request.
+    #[arg(long, default_value_t = 2048)]
+    pub max_tokens: u64,
+    /// Do not send `ignore_eos: true` (let the model stop on EOS).
+    #[arg(long)]
+    pub respect_eos: bool,
+    /// Sampling temperature sent with every request (default: the server's).
+    #[arg(long)]
+    pub temperature: Option<f64>,
+    /// Hidden C=1 decode warmup at the largest runnable context, s (0 disables it).
+    #[arg(long, default_value_t = 3.0)]
+    pub decode_warmup_seconds: f64,
+    /// Readiness timeout per cell, s, counted after the scout (0 = auto: 60 s, 120 s at ≥64k, 180 s at ≥128k).
+    #[arg(long, default_value_t = 0.0)]
+    pub cell_warmup_timeout_seconds: f64,
+    /// How long readiness (every stream producing) must hold before the window opens, s.
+    #[arg(long, default_value_t = 3.0)]
+    pub stable_seconds: f64,
+    /// Pause between cells, s (lets the server drain).
+    #[arg(long, default_value_t = 1.0)]
+    pub cell_pause_seconds: f64,
+    /// KV-cache budget in tokens: cells with C × (ctx + max_tokens) above it are skipped (skipped_capacity).
+    #[arg(long, default_value_t = 0)]
+    pub kv_budget: u64,
+    /// Print raw tok/s of capacity-limited cells instead of ∅.
+    #[arg(long)]
+    pub show_capacity_limited_values: bool,
+    /// Make the run nonce and therefore every prompt reproducible (prompts then share the prefix cache across runs).
+    #[arg(long)]
+    pub seed: Option<u64>,
+    /// How prompts are sized to each context.
+    #[arg(long, value_enum, default_value_t = TargetingArg::Auto)]
+    pub token_targeting: TargetingArg,
+    /// Size of the calibration probe used by the estimate (`k` suffix allowed).
+    #[arg(long, default_value = "8k")]
+    pub calibration_context: String,
+    /// Always calibrate afresh and do not write the calibration cache.
+    #[arg(long)]
+    pub no_calibration_cache: bool,
+    /// Do not record prefill rows (the scouts still run).
+    #[arg(long)]
+    pub skip_prefill: bool,
+    /// Results JSON path.
+    #[arg(long, short, default_value = "benchmark_results.json")]
+    pub output: PathBuf,
+    /// Only the final report (no progress lines on stderr).
+    #[arg(long, short)]
+    pub quiet: bool,
+}
+
+fn positive_secs(name: &str, v: f64) -> anyhow::Result<Duration> {
+    if !v.is_finite() || !(0.0..=86_400.0).contains(&v) {
+        bail!("--{name} must be between 0 and 86400 seconds (got {v})");
+    }
+    Ok(Duration::from_secs_f64(v))
+}
+
+impl RunArgs {
+    /// Builds the run configuration; starts the embedded simulator when no target was given.
+    pub fn to_config(&self) -> anyhow::Result<(RunConfig, Option<Sim>)> {
+        let endpoint = match self.endpoint {
+            EndpointArg::Chat => Endpoint::Chat,
+            EndpointArg::Completions => Endpoint::Completions,
+        };
+        let key = self.api_key.clone().filter(|k| !k.is_empty());
+        let embedded = self.url.is_none() && self.host.is_none() && self.port.is_none();
+
+        let concurrency = parse_concurrency(self.concurrency.as_deref().unwrap_or(if embedded {
+            "1,8,64"
+        } else {
+            "1,2,4,8,16,32,64,128"
+        }))
+        .context("--concurrency")?;
+        let contexts = parse_contexts(self.contexts.as_deref().unwrap_or(if embedded {
+            "0,8k"
+        } else {
+            "0,16k,32k,64k,128k"
+        }))
+        .context("--contexts")?;
+        let duration = self.duration.unwrap_or(if embedded { 5.0 } else { 30.0 });
+        if !(duration.is_finite() && duration > 0.0 && duration <= 86_400.0) {
+            bail!("--duration must be > 0 and ≤ 86400 seconds (got {duration})");
+        }
+        if self.max_tokens == 0 {
+            bail!("--max-tokens must be ≥ 1");
+        }
+        if let Some(t) = self.temperature {
+            if !(t.is_finite() && t >= 0.0) {
+                bail!("--temperature must be ≥ 0 (got {t})");
+            }
+        }
+        let stable = positive_secs("stable-seconds", self.stable_seconds)?;
+        let calibration_context = servebench_core::plan::parse_context(&self.calibration_context)
+            .context("--calibration-context")?;
+
+        let (target, sim) = if let Some(url) = &self.url {
+            (Target::from_url(url, key, endpoint)?, None)
+        } else if self.host.is_some() || self.port.is_some() {
+            let host = self.host.clone().unwrap_or_else(|| "127.0.0.1".into());
+            (
+                Target::from_host_port(&host, self.port.unwrap_or(8000), key, endpoint)?,
+                None,
+            )
+        } else {
+            let cfg = SimConfig {
+                port: 0,
+                record_truth: false,
+                api_key: key.clone(),
+                ..SimConfig::default()
+            };
+            let sim = Sim::spawn_thread(cfg).context("cannot start the built-in simulator")?;
+            (Target::from_url(&sim.base_url(), key, endpoint)?, Some(sim))
+        };
+
+        let args_snapshot = json!({
+            "concurrency": concurrency,
+            "contexts": contexts,
+            "max_tokens": self.max_tokens,
+            "duration": duration,
+            "endpoint": endpoint.as_str(),
+            "ignore_eos": !self.respect_eos,
+            "temperature": self.temperature,
+            "decode_warmup_seconds": self.decode_warmup_seconds,
+            "cell_warmup_timeout_seconds": self.cell_warmup_timeout_seconds,
+            "stable_seconds": self.stable_seconds,
+            "kv_budget": self.kv_budget,
+            "seed": self.seed,
+            "token_targeting": format!("{:?}", self.token_targeting).to_lowercase(),
+            "skip_prefill": self.skip_prefill,
+            "embedded_simulator": sim.is_some(),
+        });
+        let cfg = RunConfig {
+            target,
+            model: self.model.clone(),
+            concurrency,
+            contexts,
+            duration: Duration::from_secs_f64(duration),
+            max_tokens: self.max_tokens,
+            ignore_eos: !self.respect_eos,
+            temperature: self.temperature,
+            decode_warmup: positive_secs("decode-warmup-seconds", self.decode_warmup_seconds)?,
+            cell_timeout: match positive_secs(
+                "cell-warmup-timeout-seconds",
+                self.cell_warmup_timeout_seconds,
+            )? {
+                d if d.is_zero() => None,
+                d => Some(d),
+            },
+            stable_window: stable,
+            cell_pause: positive_secs("cell-pause-seconds", self.cell_pause_seconds)?,
+            kv_budget: self.kv_budget,
+            show_capacity_limited_values: self.show_capacity_limited_values,
+            seed: self.seed,
+            targeting: match self.token_targeting {
+                TargetingArg::Auto => TargetingMode::Auto,
+                TargetingArg::Exact => TargetingMode::Exact,
+                TargetingArg::Estimate => TargetingMode::Estimate,
+            },
+            calibration_context,
+            calibration_cache: if self.no_calibration_cache {
+                CalibrationCache::at(None)
+            } else {
+                CalibrationCache::user_default()
+            },
+            skip_prefill: self.skip_prefill,
+            args_snapshot,
+        };
+        Ok((cfg, sim))
+    }
+}

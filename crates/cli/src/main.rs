@@ -1,0 +1,208 @@
+//! `servebench`: measure how fast an LLM inference server really is.
+//!
+//! A thin binary: flags → [`servebench_core::RunConfig`] → runner (events on a channel) →
+//! [`servebench_results::Results`] → sinks (JSON file, final report). With no target, the
+//! built-in simulator is started in-process so the first command works anywhere.
+
+mod args;
+mod live;
+
+use std::io::Write as _;
+use std::process::ExitCode;
+use std::sync::Arc;
+
+use anyhow::Context as _;
+use clap::Parser;
+use servebench_core::{EventSink, RunEvent};
+use servebench_results::{CellStatus, Results};
+use tokio_util::sync::CancellationToken;
+
+use crate::args::{Cli, Command, RunArgs};
+
+/// Exit code when some cells are `error` / `invalid` (results are still written).
+const EXIT_CELLS_FAILED: u8 = 3;
+/// Exit code after Ctrl-C (partial results written).
+const EXIT_INTERRUPTED: u8 = 130;
+
+fn main() -> ExitCode {
+    let cli = match Cli::try_parse() {
+        Ok(c) => c,
+        Err(e) => {
+            // clap prints help/version to stdout and errors to stderr with exit code 2.
+            let _ = e.print();
+            return ExitCode::from(e.exit_code().clamp(0, 255) as u8);
+        }
+    };
+    let rt = match tokio::runtime::Builder::new_multi_thread()
+        .enable_all()
+        .build()
+    {
+        Ok(rt) => rt,
+        Err(e) => {
+            eprintln!("error: cannot start the async runtime: {e}");
+            return ExitCode::FAILURE;
+        }
+    };
+    let result = rt.block_on(async move {
+        match cli.command {
+            Command::Run(a) => cmd_run(*a).await,
+            Command::Sim(a) => cmd_sim(a).await,
+            Command::Report(a) => cmd_report(a),
+            Command::Validate(a) => cmd_validate(a),
+        }
+    });
+    match result {
+        Ok(code) => code,
+        Err(e) => {
+            eprintln!("error: {}", one_line_error(&e));
+            ExitCode::FAILURE
+        }
+    }
+}
+
+fn one_line_error(e: &anyhow::Error) -> String {
+    let mut parts: Vec<String> = Vec::new();
+    for cause in e.chain() {
+        let s = cause.to_string();
+        if !parts.iter().any(|p| p.contains(&s)) {
+            parts.push(s);
+        }
+    }
+    parts.join(": ").replace('\n', " ")
+}
+
+async fn cmd_run(a: RunArgs) -> anyhow::Result<ExitCode> {
+    // Keep the embedded simulator alive for the whole run.
+    let (cfg, sim) = a.to_config()?;
+    let quiet = a.quiet;
+    let output = a.output.clone();
+    if let Some(sim) = &sim {
+        eprintln!(
+            "servebench: no --url/--host given; benchmarking the built-in simulator at {} (servebench sim --help describes its model)",
+            sim.base_url()
+        );
+    }
+
+    let cancel = CancellationToken::new();
+    {
+        let cancel = cancel.clone();
+        tokio::spawn(async move {
+            if tokio::signal::ctrl_c().await.is_ok() {
+                eprintln!("\nservebench: interrupted — finishing the current cell as skipped and writing partial results (Ctrl-C again to abort)");
+                cancel.cancel();
+                if tokio::signal::ctrl_c().await.is_ok() {
+                    eprintln!("servebench: aborted");
+                    std::process::exit(EXIT_INTERRUPTED as i32);
+                }
+            }
+        });
+    }
+
+    let (tx, rx) = tokio::sync::mpsc::unbounded_channel::<RunEvent>();
+    let events = Arc::new(EventSink::new(Some(tx)));
+    let printer = tokio::spawn(live::print_events(rx, quiet));
+    let results = servebench_core::run(cfg, events.clone(), cancel.clone()).await;
+    drop(events);
+    let _ = printer.await;
+    drop(sim);
+    let results = results.map_err(|e| anyhow::anyhow!(e))?;
+
+    servebench_report::write_json(&results, &output)
+        .with_context(|| format!("cannot write {}", output.display()))?;
+    let text = servebench_report::render_text(
+        &results,
+        &servebench_report::ReportOptions {
+            show_capacity_limited_values: results.metadata.show_capacity_limited_values,
+            json_path: Some(output.display().to_string()),
+        },
+    );
+    let mut stdout = std::io::stdout().lock();
+    let _ = writeln!(stdout);
+    let _ = stdout.write_all(text.as_bytes());
+    let _ = stdout.flush();
+    Ok(exit_code(&results))
+}
+
+fn exit_code(r: &Results) -> ExitCode {
+    if r.metadata.interrupted {
+        return ExitCode::from(EXIT_INTERRUPTED);
+    }
+    let failed = r
+        .results
+        .iter()
+        .filter(|c| matches!(c.status, CellStatus::Error | CellStatus::Invalid))
+        .count();
+    if failed > 0 {
+        eprintln!("servebench: {failed} of {} cells failed (status error/invalid); see the report and the JSON", r.results.len());
+        return ExitCode::from(EXIT_CELLS_FAILED);
+    }
+    ExitCode::SUCCESS
+}
+
+async fn cmd_sim(a: servebench_sim::SimConfig) -> anyhow::Result<ExitCode> {
+    let _ = tracing_subscriber::fmt()
+        .with_writer(std::io::stderr)
+        .with_env_filter(
+            tracing_subscriber::EnvFilter::try_from_default_env().unwrap_or_else(|_| "info".into()),
+        )
+        .try_init();
+    let mut a = a;
+    a.record_truth = false;
+    eprintln!(
+        "servebench sim: OpenAI-compatible simulator on http://{}:{} (model {:?}; Ctrl-C stops)",
+        a.host, a.port, a.model
+    );
+    servebench_sim::serve_forever(a).await?;
+    Ok(ExitCode::SUCCESS)
+}
+
+fn read_results(path: &std::path::Path) -> anyhow::Result<(serde_json::Value, Results)> {
+    let text =
+        std::fs::read_to_string(path).with_context(|| format!("cannot read {}", path.display()))?;
+    let value = match serde_json::from_str::<serde_json::Value>(&text) {
+        Ok(v) => v,
+        Err(e) => servebench_results::extract_json_object(&text).ok_or_else(|| {
+            anyhow::anyhow!("{} is not a results JSON file ({e})", path.display())
+        })?,
+    };
+    let results: Results = serde_json::from_value(value.clone())
+        .with_context(|| format!("{} does not have the results structure", path.display()))?;
+    Ok((value, results))
+}
+
+fn cmd_report(a: args::FileArgs) -> anyhow::Result<ExitCode> {
+    let (_, results) = read_results(&a.file)?;
+    let text =
+        servebench_report::render_text(&results, &servebench_report::ReportOptions::default());
+    print!("{text}");
+    Ok(ExitCode::SUCCESS)
+}
+
+fn cmd_validate(a: args::FileArgs) -> anyhow::Result<ExitCode> {
+    let (value, _) = read_results(&a.file)?;
+    let schema: serde_json::Value = serde_json::from_str(servebench_results::SCHEMA_JSON)?;
+    let validator = jsonschema::validator_for(&schema)
+        .map_err(|e| anyhow::anyhow!("schema does not compile: {e}"))?;
+    let errors: Vec<String> = validator
+        .iter_errors(&value)
+        .map(|e| format!("{} at {}", e, e.instance_path()))
+        .collect();
+    if errors.is_empty() {
+        println!(
+            "{}: valid (schema {})",
+            a.file.display(),
+            servebench_results::SCHEMA_VERSION
+        );
+        Ok(ExitCode::SUCCESS)
+    } else {
+        for e in errors.iter().take(20) {
+            eprintln!("{}: {e}", a.file.display());
+        }
+        eprintln!(
+            "error: {} violates the results schema ({} problems)",
+            a.file.display(),
+            errors.len()
+        );
+        Ok(ExitCode::FAILURE)
+    }
+}

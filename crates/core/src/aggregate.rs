@@ -1,0 +1,159 @@
+//! Per-request samples and per-cell request statistics (seed spec §4.1–4.2, definitions in the
+//! docs of [`servebench_results::RequestSample`]).
+//!
+//! * "generated" requests (output tokens > 0) feed TTFT, TTST, ITL, chunk ITL, output tok/s per
+//!   user and output lengths; "completed" requests (server finished them) feed request latency and
+//!   E2E tok/s per user (seed §4.2).
+//! * Percentiles use NumPy's linear method ([`servebench_stats`]); unlike the seed, measured zeros
+//!   are kept and unmeasured values are `null`, never 0.
+
+use std::time::Instant;
+
+use servebench_results::{CellResult, RequestSample};
+use servebench_sse::RequestRecord;
+use servebench_stats::Samples;
+
+/// Signed seconds from `origin` to `t`.
+pub fn signed_secs(t: Instant, origin: Instant) -> f64 {
+    if t >= origin {
+        (t - origin).as_secs_f64()
+    } else {
+        -(origin - t).as_secs_f64()
+    }
+}
+
+/// The exported sample of one request. `window_start`: origin for `sent_at_window_s`.
+pub fn sample_of(r: &RequestRecord, window_start: Option<Instant>) -> RequestSample {
+    RequestSample {
+        ttft: r.ttft_s(),
+        time_to_second_token: r.ttst_s(),
+        latency: r.latency_s(),
+        inter_token_latency_avg: r.itl_s(),
+        chunk_inter_token_latency_avg: r.chunk_itl_s(),
+        input_tokens: r.prompt_tokens,
+        output_tokens: r.output_tokens,
+        output_tps_per_user: r.output_tps_per_user(),
+        e2e_output_tps_per_user: r.e2e_output_tps_per_user(),
+        completed: r.completed,
+        cancelled: r.cancelled,
+        token_events: Some(r.token_events),
+        continuous_usage: Some(r.continuous_usage),
+        cached_tokens: r.cached_tokens,
+        finish_reason: r.finish_reason.clone(),
+        response_id: r.response_id.clone(),
+        sent_at_window_s: window_start.map(|w| signed_secs(r.sent_at, w)),
+    }
+}
+
+/// Writes avg/p50/p90/p99 of `s` through `set` (all `None` when empty).
+fn put(s: &Samples, mut set: impl FnMut(Option<f64>, Option<f64>, Option<f64>, Option<f64>)) {
+    match s.summary() {
+        Some(x) => set(Some(x.avg), Some(x.p50), Some(x.p90), Some(x.p99)),
+        None => set(None, None, None, None),
+    }
+}
+
+/// Fills the request statistics of `cell` from `records` (already restricted to the requests
+/// that belong to the cell's statistics) and stores their samples.
+pub fn fill_request_stats(
+    cell: &mut CellResult,
+    records: &[&RequestRecord],
+    window_start: Option<Instant>,
+) {
+    let generated: Vec<&RequestRecord> = records
+        .iter()
+        .copied()
+        .filter(|r| r.output_tokens > 0)
+        .collect();
+    let completed: Vec<&RequestRecord> =
+        generated.iter().copied().filter(|r| r.completed).collect();
+
+    let col = |rs: &[&RequestRecord], f: &dyn Fn(&RequestRecord) -> Option<f64>| -> Samples {
+        let mut s = Samples::new();
+        for r in rs {
+            s.push_opt(f(r));
+        }
+        s
+    };
+    let ttft = col(&generated, &|r| r.ttft_s());
+    let ttst = col(&generated, &|r| r.ttst_s());
+    let itl = col(&generated, &|r| r.itl_s());
+    let citl = col(&generated, &|r| r.chunk_itl_s());
+    let tps = col(&generated, &|r| r.output_tps_per_user());
+    let lat = col(&completed, &|r| r.latency_s());
+    let e2e = col(&completed, &|r| r.e2e_output_tps_per_user());
+    let len_src: &[&RequestRecord] = if completed.is_empty() {
+        &generated
+    } else {
+        &completed
+    };
+    let isl = col(len_src, &|r| r.prompt_tokens.map(|v| v as f64));
+    let osl = col(len_src, &|r| Some(r.output_tokens as f64));
+
+    put(&ttft, |a, b, c, d| {
+        (cell.ttft_avg, cell.ttft_p50, cell.ttft_p90, cell.ttft_p99) = (a, b, c, d)
+    });
+    put(&ttst, |a, b, c, d| {
+        (
+            cell.time_to_second_token_avg,
+            cell.time_to_second_token_p50,
+            cell.time_to_second_token_p90,
+            cell.time_to_second_token_p99,
+        ) = (a, b, c, d)
+    });
+    put(&lat, |a, b, c, d| {
+        (
+            cell.request_latency_avg,
+            cell.request_latency_p50,
+            cell.request_latency_p90,
+            cell.request_latency_p99,
+        ) = (a, b, c, d)
+    });
+    put(&itl, |a, b, c, d| {
+        (
+            cell.inter_token_latency_avg,
+            cell.inter_token_latency_p50,
+            cell.inter_token_latency_p90,
+            cell.inter_token_latency_p99,
+        ) = (a, b, c, d)
+    });
+    put(&tps, |a, b, c, d| {
+        (
+            cell.output_tps_per_user_avg,
+            cell.output_tps_per_user_p50,
+            cell.output_tps_per_user_p90,
+            cell.output_tps_per_user_p99,
+        ) = (a, b, c, d)
+    });
+    put(&e2e, |a, b, c, d| {
+        (
+            cell.e2e_output_tps_per_user_avg,
+            cell.e2e_output_tps_per_user_p50,
+            cell.e2e_output_tps_per_user_p90,
+            cell.e2e_output_tps_per_user_p99,
+        ) = (a, b, c, d)
+    });
+    put(&citl, |a, b, c, d| {
+        (
+            cell.chunk_inter_token_latency_avg,
+            cell.chunk_inter_token_latency_p50,
+            cell.chunk_inter_token_latency_p90,
+            cell.chunk_inter_token_latency_p99,
+        ) = (a, b, c, d)
+    });
+    cell.input_seq_len_avg = isl.summary().map(|s| s.avg);
+    put(&osl, |a, b, c, d| {
+        (
+            cell.output_seq_len_avg,
+            cell.output_seq_len_p50,
+            cell.output_seq_len_p90,
+            cell.output_seq_len_p99,
+        ) = (a, b, c, d)
+    });
+    cell.request_count = generated.len() as u64;
+    cell.completed_request_count = completed.len() as u64;
+    cell.request_samples = generated
+        .iter()
+        .map(|r| sample_of(r, window_start))
+        .collect();
+}

@@ -1,0 +1,509 @@
+//! One sustained-decode cell (seed spec §3.8–3.9, with its bugs fixed).
+//!
+//! 1. **Scout** (context > 0): one `max_tokens: 1` streaming request with the cell's prompt. It
+//!    primes the prefix cache so the C streams do not compete for prefill, and is the integrated
+//!    prefill sample. A failed scout makes the cell `error`.
+//! 2. **Streams**: C workers each keep one request in flight and restart it the moment it ends.
+//! 3. **Readiness**: every stream has produced a token, held for the stable window (3 s by
+//!    default). The readiness timeout clock starts *after* the scout (the seed started it before,
+//!    so slow long-context prefills ate the budget). On timeout the window opens anyway and the
+//!    cell is flagged `warmup_timed_out` and `capacity_limited`.
+//! 4. **Window**: `duration` seconds. `aggregate_tps` = output tokens that arrived inside the window
+//!    / window length. Each request is credited with what it produced inside the window (usage
+//!    deltas; requests straddling an edge count partially), so neither edge biases the number.
+//! 5. **Close**: all streams are cut at the window end. Request statistics use only requests
+//!    whose lifetime overlaps the window.
+//!
+//! Any stream failure (HTTP error, error object in the stream, transport error, malformed SSE,
+//! empty stream) aborts the cell as `invalid` with the error text — concurrency is never silently
+//! lowered.
+
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+use std::sync::{Arc, Mutex};
+use std::time::{Duration, Instant};
+
+use bytes::Bytes;
+use servebench_results::{CellResult, CellStatus};
+use servebench_sse::RequestRecord;
+use tokio_util::sync::CancellationToken;
+
+use crate::aggregate::fill_request_stats;
+use crate::events::{CellProgress, EventSink, Phase, RunEvent};
+use crate::plan::CellSpec;
+use crate::procstat::process_cpu_seconds;
+use crate::stream::{run_stream, StreamHooks, StreamOutcome, WindowClock};
+use crate::target::HttpClient;
+
+/// Margin between the readiness decision and the window start (see [`WindowClock::open_after`]).
+const WINDOW_MARGIN: Duration = Duration::from_millis(20);
+/// Monitor tick.
+const TICK: Duration = Duration::from_millis(10);
+/// Progress event period.
+const PROGRESS_EVERY: Duration = Duration::from_millis(250);
+/// Tick lag above which the cell carries a "client may be the bottleneck" warning, ms.
+const TICK_LAG_WARN_MS: f64 = 50.0;
+
+/// Settings shared by every cell of a run.
+#[derive(Clone, Debug)]
+pub struct CellSettings {
+    /// Streaming API path.
+    pub path: &'static str,
+    /// Measured window length.
+    pub duration: Duration,
+    /// Readiness must hold this long.
+    pub stable_window: Duration,
+    /// `max_tokens` of the decode requests (for the early-stop check).
+    pub max_tokens: u64,
+    /// Whether `ignore_eos` was sent (for the early-stop check).
+    pub ignore_eos: bool,
+}
+
+/// What one cell needs besides the settings.
+pub struct CellJob {
+    /// Coordinates.
+    pub spec: CellSpec,
+    /// Request body of the C streams.
+    pub decode_body: Bytes,
+    /// Request body of the scout (None for context 0).
+    pub scout_body: Option<Bytes>,
+    /// Readiness timeout, counted from the end of the scout.
+    pub ready_timeout: Duration,
+    /// Position in the plan, from 1 (0 = warmup).
+    pub index: usize,
+    /// Cells in the plan.
+    pub total: usize,
+    /// The hidden warmup cell (reported differently).
+    pub warmup: bool,
+}
+
+/// Result of a cell plus the scout's record (the integrated prefill sample).
+pub struct CellOutcome {
+    /// The exported result.
+    pub result: CellResult,
+    /// The scout request, when one ran.
+    pub scout: Option<RequestRecord>,
+    /// Ctrl-C arrived during the cell.
+    pub interrupted: bool,
+    /// The measured window (start, end), when it opened.
+    pub window: Option<(Instant, Instant)>,
+    /// Every request of the cell (ramp-up and window), in completion order.
+    pub records: Vec<RequestRecord>,
+}
+
+struct Shared {
+    window: WindowClock,
+    active: AtomicU64,
+    live_tokens: AtomicU64,
+    first_error: Mutex<Option<String>>,
+    outcomes: Mutex<Vec<StreamOutcome>>,
+}
+
+/// Runs one sustained cell. `run_cancel` is the run's Ctrl-C token.
+pub async fn run_sustained_cell(
+    client: &HttpClient,
+    settings: &CellSettings,
+    job: CellJob,
+    events: &EventSink,
+    run_cancel: &CancellationToken,
+) -> CellOutcome {
+    let c = job.spec.concurrency;
+    let ctx = job.spec.context;
+    let label = format!("C={} ctx={}", c, servebench_results::format_context(ctx));
+    let t_cell = Instant::now();
+    let mut result = CellResult {
+        concurrency: c,
+        context_tokens: ctx,
+        benchmark_mode: "duration".into(),
+        ..Default::default()
+    };
+    let progress =
+        |phase: Phase, active: u64, live_tps: Option<f64>, window_elapsed: Option<f64>| {
+            events.emit(RunEvent::Progress(CellProgress {
+                concurrency: c,
+                context: ctx,
+                phase,
+                active_streams: active,
+                elapsed_s: t_cell.elapsed().as_secs_f64(),
+                live_tps,
+                window_elapsed_s: window_elapsed,
+                window_s: settings.duration.as_secs_f64(),
+                warmup: job.warmup,
+            }))
+        };
+    events.emit(RunEvent::CellStarted {
+        index: job.index,
+        total: job.total,
+        concurrency: c,
+        context: ctx,
+        warmup: job.warmup,
+    });
+    events.log(format!("cell start {label}"));
+
+    // 1. Scout.
+    let mut scout_record = None;
+    if let Some(body) = job.scout_body.clone() {
+        progress(Phase::Scout, 0, None, None);
+        let out = run_stream(
+            client,
+            &mut None,
+            settings.path,
+            body,
+            StreamHooks {
+                cancel: Some(run_cancel),
+                ..Default::default()
+            },
+        )
+        .await;
+        if run_cancel.is_cancelled() {
+            return interrupted(result, t_cell, None);
+        }
+        if let Some(err) = &out.record.error {
+            result.status = CellStatus::Error;
+            result.status_reason = format!("scout request failed: {err}");
+            result.num_errors = 1;
+            result.wall_time = Some(t_cell.elapsed().as_secs_f64());
+            events.log(format!("cell error {label}: {}", result.status_reason));
+            return CellOutcome {
+                result,
+                scout: Some(out.record),
+                interrupted: false,
+                window: None,
+                records: Vec::new(),
+            };
+        }
+        result.prompt_tokens = out.record.prompt_tokens;
+        scout_record = Some(out.record);
+    }
+    let t_after_scout = Instant::now();
+
+    // 2. Streams.
+    let cell_cancel = run_cancel.child_token();
+    let shared = Arc::new(Shared {
+        window: WindowClock::new(t_cell),
+        active: AtomicU64::new(0),
+        live_tokens: AtomicU64::new(0),
+        first_error: Mutex::new(None),
+        outcomes: Mutex::new(Vec::new()),
+    });
+    let mut workers = Vec::with_capacity(c as usize);
+    for _ in 0..c {
+        let shared = shared.clone();
+        let cancel = cell_cancel.clone();
+        let client = client.clone();
+        let body = job.decode_body.clone();
+        let path = settings.path;
+        workers.push(tokio::spawn(async move {
+            let produced = AtomicBool::new(false);
+            let mut conn = None;
+            loop {
+                if cancel.is_cancelled() {
+                    break;
+                }
+                let out = run_stream(
+                    &client,
+                    &mut conn,
+                    path,
+                    body.clone(),
+                    StreamHooks {
+                        window: Some(&shared.window),
+                        cancel: Some(&cancel),
+                        live_tokens: Some(&shared.live_tokens),
+                        first_token: Some((&produced, &shared.active)),
+                        capture_text: false,
+                    },
+                )
+                .await;
+                let failed = out.record.error.clone().filter(|_| !out.record.cancelled);
+                let cut = out.record.cancelled;
+                if let Ok(mut o) = shared.outcomes.lock() {
+                    o.push(out);
+                }
+                if let Some(err) = failed {
+                    if let Ok(mut fe) = shared.first_error.lock() {
+                        fe.get_or_insert(err);
+                    }
+                    cancel.cancel();
+                    break;
+                }
+                if cut {
+                    break;
+                }
+            }
+        }));
+    }
+
+    // 3. Readiness.
+    let mut ticker = tokio::time::interval(TICK);
+    ticker.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
+    let mut stable_since: Option<Instant> = None;
+    let mut last_progress = Instant::now();
+    let mut last_live = (Instant::now(), 0u64);
+    let mut live_tps: Option<f64> = None;
+    let mut update_live = |now: Instant, shared: &Shared| {
+        let tokens = shared.live_tokens.load(Ordering::Relaxed);
+        let dt = now.duration_since(last_live.0).as_secs_f64();
+        if dt > 0.0 {
+            live_tps = Some((tokens - last_live.1) as f64 / dt);
+        }
+        last_live = (now, tokens);
+        live_tps
+    };
+    let open = loop {
+        ticker.tick().await;
+        let now = Instant::now();
+        if run_cancel.is_cancelled()
+            || shared
+                .first_error
+                .lock()
+                .map(|e| e.is_some())
+                .unwrap_or(false)
+        {
+            break false;
+        }
+        let active = shared.active.load(Ordering::Relaxed);
+        let client_ok = active >= c;
+        if client_ok {
+            let since = *stable_since.get_or_insert(now);
+            if now.duration_since(since) >= settings.stable_window {
+                result.ready_reason = format!(
+                    "metrics_unavailable, active_streams={active}/{c}, stable={:.1}s",
+                    settings.stable_window.as_secs_f64()
+                );
+                break true;
+            }
+        } else {
+            stable_since = None;
+        }
+        if now.duration_since(t_after_scout) >= job.ready_timeout {
+            result.warmup_timed_out = true;
+            result.ready_reason = "warmup_timeout".into();
+            result.timeout_reason = if active == 0 {
+                "no_generation".into()
+            } else if !client_ok {
+                format!("active_streams={active}/{c}")
+            } else {
+                "not_stable".into()
+            };
+            events.log(format!("warmup timeout {label} {}", result.timeout_reason));
+            break true;
+        }
+        if now.duration_since(last_progress) >= PROGRESS_EVERY {
+            last_progress = now;
+            let tps = update_live(now, &shared);
+            progress(Phase::RampUp, active, tps, None);
+        }
+    };
+    let ready_at = Instant::now();
+    let (window_start, window_end) = if open {
+        let (s, e) = shared.window.open_after(WINDOW_MARGIN, settings.duration);
+        (Some(s), Some(e))
+    } else {
+        (None, None)
+    };
+
+    // 4. Window.
+    let mut max_lag_ms: f64 = 0.0;
+    let mut cpu_used: Option<f64> = None;
+    if let (Some(start), Some(end)) = (window_start, window_end) {
+        result.warmup_duration = Some(ready_at.duration_since(t_cell).as_secs_f64());
+        if !job.warmup || !result.ready_reason.is_empty() {
+            events.log(format!("ready {label} {}", result.ready_reason));
+        }
+        tokio::time::sleep_until(start.into()).await;
+        let cpu0 = process_cpu_seconds();
+        let mut ticker = tokio::time::interval(TICK);
+        ticker.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
+        loop {
+            let scheduled = ticker.tick().await;
+            let now = Instant::now();
+            max_lag_ms = max_lag_ms.max(
+                now.saturating_duration_since(scheduled.into_std())
+                    .as_secs_f64()
+                    * 1e3,
+            );
+            if now >= end
+                || run_cancel.is_cancelled()
+                || shared
+                    .first_error
+                    .lock()
+                    .map(|e| e.is_some())
+                    .unwrap_or(false)
+            {
+                break;
+            }
+            if now.duration_since(last_progress) >= PROGRESS_EVERY {
+                last_progress = now;
+                let tps = update_live(now, &shared);
+                progress(
+                    Phase::Measuring,
+                    shared.active.load(Ordering::Relaxed),
+                    tps,
+                    Some(now.duration_since(start).as_secs_f64()),
+                );
+            }
+        }
+        cpu_used = match (cpu0, process_cpu_seconds()) {
+            (Some(a), Some(b)) => Some(b - a),
+            _ => None,
+        };
+    }
+
+    // 5. Close.
+    cell_cancel.cancel();
+    for w in workers {
+        let _ = w.await;
+    }
+    let t_done = Instant::now();
+    result.wall_time = Some(t_done.duration_since(t_cell).as_secs_f64());
+    if run_cancel.is_cancelled() {
+        return interrupted(result, t_cell, scout_record);
+    }
+    let outcomes = std::mem::take(&mut *shared.outcomes.lock().unwrap_or_else(|e| e.into_inner()));
+    let first_error = shared.first_error.lock().ok().and_then(|e| e.clone());
+
+    result.num_completed = outcomes.iter().filter(|o| o.record.completed).count() as u64;
+    result.num_errors = outcomes
+        .iter()
+        .filter(|o| o.record.error.is_some() && !o.record.cancelled)
+        .count() as u64;
+
+    if let Some(err) = first_error {
+        result.status = CellStatus::Invalid;
+        result.status_reason = format!("a stream failed: {err}");
+        events.log(format!("cell invalid {label}: {}", result.status_reason));
+        let recs: Vec<&RequestRecord> = outcomes.iter().map(|o| &o.record).collect();
+        fill_request_stats(&mut result, &recs, window_start);
+        return CellOutcome {
+            result,
+            scout: scout_record,
+            interrupted: false,
+            window: window_start.zip(window_end),
+            records: outcomes.into_iter().map(|o| o.record).collect(),
+        };
+    }
+    let (Some(start), Some(end)) = (window_start, window_end) else {
+        result.status = CellStatus::Error;
+        result.status_reason = "the measured window never opened".into();
+        return CellOutcome {
+            result,
+            scout: scout_record,
+            interrupted: false,
+            window: None,
+            records: outcomes.into_iter().map(|o| o.record).collect(),
+        };
+    };
+
+    let window_s = end.duration_since(start).as_secs_f64();
+    let tokens: u64 = outcomes.iter().map(|o| o.window_tokens).sum();
+    let events_in_window: u64 = outcomes.iter().map(|o| o.window_token_events).sum();
+    let in_window: Vec<&RequestRecord> = outcomes
+        .iter()
+        .map(|o| &o.record)
+        .filter(|r| r.sent_at <= end && r.end_at >= start)
+        .collect();
+    let multi_event: Vec<&&RequestRecord> =
+        in_window.iter().filter(|r| r.token_events >= 2).collect();
+    let continuous = multi_event.iter().filter(|r| r.continuous_usage).count();
+    let all_continuous = !multi_event.is_empty() && continuous == multi_event.len();
+
+    result.measurement_seconds = Some(window_s);
+    result.measurement_wall_seconds = Some(window_s);
+    result.client_output_tokens = Some(tokens);
+    result.client_token_events = Some(events_in_window);
+    result.continuous_usage_requests = Some(continuous as u64);
+    result.total_tokens = Some(tokens);
+    result.aggregate_source = if tokens == 0 {
+        "none"
+    } else if all_continuous {
+        "openai_continuous_usage"
+    } else {
+        "openai_stream_chunks_fallback"
+    }
+    .into();
+    fill_request_stats(&mut result, &in_window, Some(start));
+    if result.prompt_tokens.is_none() {
+        result.prompt_tokens = in_window.iter().find_map(|r| r.prompt_tokens);
+    }
+    if let Some(cpu) = cpu_used {
+        result.client_cpu_util = Some(cpu / window_s);
+    }
+    result.client_max_tick_lag_ms = Some(max_lag_ms);
+
+    // Warnings.
+    if tokens > 0 && !all_continuous {
+        result.warnings.push(format!(
+            "usage was not streamed on every chunk ({continuous} of {} requests): window tokens were counted one per SSE event, \
+             corrected by usage only when it arrived; multi-token chunks (speculative decoding) are undercounted",
+            multi_event.len()
+        ));
+    }
+    if in_window.iter().any(|r| r.nonmonotonic_usage) {
+        result.warnings.push(
+            "the server's usage.completion_tokens went down within a stream (not cumulative)"
+                .into(),
+        );
+    }
+    if in_window.iter().any(|r| r.usage_below_count) {
+        result
+            .warnings
+            .push("final usage reported fewer tokens than token events were seen".into());
+    }
+    if settings.ignore_eos && settings.max_tokens > 0 {
+        let done: Vec<&&RequestRecord> = in_window.iter().filter(|r| r.completed).collect();
+        let short = done
+            .iter()
+            .filter(|r| r.output_tokens < settings.max_tokens)
+            .count();
+        if short > 0 {
+            result.warnings.push(format!(
+                "{short} of {} completed requests stopped before max_tokens {} although ignore_eos was sent",
+                done.len(),
+                settings.max_tokens
+            ));
+        }
+    }
+    if max_lag_ms > TICK_LAG_WARN_MS {
+        result.warnings.push(format!(
+            "the client's monitor tick ran up to {max_lag_ms:.0} ms late: the client may have limited the measurement"
+        ));
+    }
+
+    if tokens == 0 {
+        result.status = CellStatus::Invalid;
+        result.status_reason = "no output tokens arrived inside the measured window".into();
+        events.log(format!("cell invalid {label}: {}", result.status_reason));
+    } else {
+        let tps = tokens as f64 / window_s;
+        result.aggregate_tps = Some(tps);
+        result.per_request_avg_tps = Some(tps / c as f64);
+        if result.warmup_timed_out {
+            result.capacity_limited = true;
+        }
+        events.log(format!("cell done {label} {tps:.1} tok/s"));
+    }
+    CellOutcome {
+        result,
+        scout: scout_record,
+        interrupted: false,
+        window: Some((start, end)),
+        records: outcomes.into_iter().map(|o| o.record).collect(),
+    }
+}
+
+fn interrupted(
+    mut result: CellResult,
+    t_cell: Instant,
+    scout: Option<RequestRecord>,
+) -> CellOutcome {
+    result.status = CellStatus::SkippedUser;
+    result.status_reason = "interrupted by the user (Ctrl-C) while the cell was running".into();
+    result.wall_time = Some(t_cell.elapsed().as_secs_f64());
+    result.request_samples.clear();
+    CellOutcome {
+        result,
+        scout,
+        interrupted: true,
+        window: None,
+        records: Vec::new(),
+    }
+}

@@ -1,0 +1,707 @@
+//! A minimal HTTP/1.1 streaming client for plain-`http://` targets: one TCP connection per
+//! stream slot, read and parsed by the same task.
+//!
+//! Why not only reqwest: hyper's client drives each connection in its own task and hands body
+//! frames to the caller through a channel, so every SSE event costs two task wake-ups. At C = 64
+//! on a small machine that queueing alone put ~1 ms between a token leaving the server and the
+//! benchmark seeing it. Here the task that reads the socket stamps `Instant::now()` right after
+//! `read` returns and parses in place: the arrival time is the read time. Each of the C stream
+//! workers owns its connection and reuses it (keep-alive) for its next request, so concurrency is
+//! never capped by a pool (pitfall 28). `https://` targets use reqwest (TLS).
+//!
+//! The body decoder ([`BodyDecoder`]) is pure and tested on split reads.
+
+use std::time::{Duration, Instant};
+
+use tokio::io::{AsyncReadExt, AsyncWriteExt};
+use tokio::net::TcpStream;
+
+use crate::error::{summarize_error_body, HttpError};
+use crate::target::{Target, CONNECT_TIMEOUT};
+
+/// Where to connect for a plain-HTTP target.
+#[derive(Clone, Debug, PartialEq)]
+pub struct H1Endpoint {
+    /// `host:port` to connect to.
+    pub connect_to: String,
+    /// `Host` header value.
+    pub host_header: String,
+    /// Path prefix of the base URL (`""` or `/prefix`).
+    pub path_prefix: String,
+    /// `Authorization` header value, when an API key is set.
+    pub authorization: Option<String>,
+}
+
+impl H1Endpoint {
+    /// The endpoint for `target`, or `None` when it is not plain `http://`.
+    pub fn from_target(t: &Target) -> Option<H1Endpoint> {
+        let rest = t.base_url.strip_prefix("http://")?;
+        let (authority, path) = match rest.find('/') {
+            Some(i) => (&rest[..i], &rest[i..]),
+            None => (rest, ""),
+        };
+        if authority.is_empty() || authority.contains('@') {
+            return None;
+        }
+        let has_port = match authority.rfind(':') {
+            Some(i) => !authority[i..].contains(']'),
+            None => false,
+        };
+        let connect_to = if has_port {
+            authority.to_string()
+        } else {
+            format!("{authority}:80")
+        };
+        Some(H1Endpoint {
+            connect_to,
+            host_header: authority.to_string(),
+            path_prefix: path.trim_end_matches('/').to_string(),
+            authorization: t
+                .api_key
+                .as_ref()
+                .filter(|k| !k.is_empty())
+                .map(|k| format!("Bearer {k}")),
+        })
+    }
+
+    fn url(&self, path: &str) -> String {
+        format!("http://{}{}{}", self.host_header, self.path_prefix, path)
+    }
+
+    /// Serialises a POST request with a JSON body.
+    fn request_bytes(&self, path: &str, body: &[u8]) -> Vec<u8> {
+        let mut head = format!(
+            "POST {}{} HTTP/1.1\r\nHost: {}\r\nUser-Agent: servebench/{}\r\nContent-Type: application/json\r\nAccept: text/event-stream\r\nContent-Length: {}\r\n",
+            self.path_prefix,
+            path,
+            self.host_header,
+            env!("CARGO_PKG_VERSION"),
+            body.len()
+        );
+        if let Some(a) = &self.authorization {
+            head.push_str("Authorization: ");
+            head.push_str(a);
+            head.push_str("\r\n");
+        }
+        head.push_str("\r\n");
+        let mut out = Vec::with_capacity(head.len() + body.len());
+        out.extend_from_slice(head.as_bytes());
+        out.extend_from_slice(body);
+        out
+    }
+}
+
+/// How the response body is delimited (RFC 9112 §6).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Framing {
+    /// `Transfer-Encoding: chunked`.
+    Chunked,
+    /// `Content-Length: n`.
+    Length(u64),
+    /// Until the server closes the connection.
+    Close,
+}
+
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+enum ChunkState {
+    Size {
+        value: u64,
+        digits: u32,
+        in_ext: bool,
+    },
+    SizeLf,
+    Data(u64),
+    DataCr,
+    DataLf,
+    Trailer {
+        line_len: u64,
+    },
+    TrailerLf {
+        line_len: u64,
+    },
+    Done,
+}
+
+/// Incremental HTTP/1.1 body decoder (chunked, length or close-delimited). Pure.
+#[derive(Clone, Debug)]
+pub struct BodyDecoder {
+    framing: Framing,
+    state: ChunkState,
+    remaining: u64,
+}
+
+/// A malformed chunked body.
+#[derive(Clone, Debug, PartialEq, Eq, thiserror::Error)]
+#[error("malformed chunked body: {0}")]
+pub struct ChunkError(&'static str);
+
+impl BodyDecoder {
+    /// A decoder for `framing`.
+    pub fn new(framing: Framing) -> Self {
+        let remaining = match framing {
+            Framing::Length(n) => n,
+            _ => 0,
+        };
+        BodyDecoder {
+            framing,
+            state: ChunkState::Size {
+                value: 0,
+                digits: 0,
+                in_ext: false,
+            },
+            remaining,
+        }
+    }
+
+    /// True once the whole body was decoded (never for close-delimited bodies).
+    pub fn is_done(&self) -> bool {
+        match self.framing {
+            Framing::Chunked => self.state == ChunkState::Done,
+            Framing::Length(_) => self.remaining == 0,
+            Framing::Close => false,
+        }
+    }
+
+    /// Decodes `input`, appending payload bytes to `out`. Returns the number of input bytes
+    /// consumed (less than `input.len()` only when the body ended inside `input`).
+    pub fn decode(&mut self, input: &[u8], out: &mut Vec<u8>) -> Result<usize, ChunkError> {
+        match self.framing {
+            Framing::Close => {
+                out.extend_from_slice(input);
+                Ok(input.len())
+            }
+            Framing::Length(_) => {
+                let n = (self.remaining.min(input.len() as u64)) as usize;
+                out.extend_from_slice(&input[..n]);
+                self.remaining -= n as u64;
+                Ok(n)
+            }
+            Framing::Chunked => self.decode_chunked(input, out),
+        }
+    }
+
+    fn decode_chunked(&mut self, input: &[u8], out: &mut Vec<u8>) -> Result<usize, ChunkError> {
+        let mut i = 0;
+        while i < input.len() {
+            match self.state {
+                ChunkState::Done => return Ok(i),
+                ChunkState::Size {
+                    value,
+                    digits,
+                    in_ext,
+                } => {
+                    let b = input[i];
+                    i += 1;
+                    if b == b'\r' {
+                        if digits == 0 {
+                            return Err(ChunkError("empty chunk size"));
+                        }
+                        self.state = ChunkState::SizeLf;
+                        self.remaining = value;
+                    } else if b == b'\n' {
+                        // Tolerate a bare LF line ending.
+                        if digits == 0 {
+                            return Err(ChunkError("empty chunk size"));
+                        }
+                        self.remaining = value;
+                        self.state = self.after_size();
+                    } else if in_ext {
+                        // chunk extension: ignored
+                    } else if b == b';' || b == b' ' || b == b'\t' {
+                        self.state = ChunkState::Size {
+                            value,
+                            digits,
+                            in_ext: true,
+                        };
+                    } else {
+                        let d = match b {
+                            b'0'..=b'9' => b - b'0',
+                            b'a'..=b'f' => b - b'a' + 10,
+                            b'A'..=b'F' => b - b'A' + 10,
+                            _ => return Err(ChunkError("invalid chunk size digit")),
+                        } as u64;
+                        if digits >= 15 {
+                            return Err(ChunkError("chunk size too large"));
+                        }
+                        self.state = ChunkState::Size {
+                            value: value * 16 + d,
+                            digits: digits + 1,
+                            in_ext,
+                        };
+                    }
+                }
+                ChunkState::SizeLf => {
+                    if input[i] != b'\n' {
+                        return Err(ChunkError("expected LF after chunk size"));
+                    }
+                    i += 1;
+                    self.state = self.after_size();
+                }
+                ChunkState::Data(left) => {
+                    let n = (left.min((input.len() - i) as u64)) as usize;
+                    out.extend_from_slice(&input[i..i + n]);
+                    i += n;
+                    let left = left - n as u64;
+                    self.state = if left == 0 {
+                        ChunkState::DataCr
+                    } else {
+                        ChunkState::Data(left)
+                    };
+                }
+                ChunkState::DataCr => {
+                    match input[i] {
+                        b'\r' => self.state = ChunkState::DataLf,
+                        b'\n' => {
+                            self.state = ChunkState::Size {
+                                value: 0,
+                                digits: 0,
+                                in_ext: false,
+                            }
+                        }
+                        _ => return Err(ChunkError("expected CRLF after chunk data")),
+                    }
+                    i += 1;
+                }
+                ChunkState::DataLf => {
+                    if input[i] != b'\n' {
+                        return Err(ChunkError("expected LF after chunk data"));
+                    }
+                    i += 1;
+                    self.state = ChunkState::Size {
+                        value: 0,
+                        digits: 0,
+                        in_ext: false,
+                    };
+                }
+                ChunkState::Trailer { line_len } => {
+                    let b = input[i];
+                    i += 1;
+                    match b {
+                        b'\r' => self.state = ChunkState::TrailerLf { line_len },
+                        b'\n' => {
+                            self.state = if line_len == 0 {
+                                ChunkState::Done
+                            } else {
+                                ChunkState::Trailer { line_len: 0 }
+                            }
+                        }
+                        _ => {
+                            self.state = ChunkState::Trailer {
+                                line_len: line_len + 1,
+                            }
+                        }
+                    }
+                }
+                ChunkState::TrailerLf { line_len } => {
+                    if input[i] != b'\n' {
+                        return Err(ChunkError("expected LF in trailer"));
+                    }
+                    i += 1;
+                    self.state = if line_len == 0 {
+                        ChunkState::Done
+                    } else {
+                        ChunkState::Trailer { line_len: 0 }
+                    };
+                }
+            }
+        }
+        Ok(i)
+    }
+
+    fn after_size(&self) -> ChunkState {
+        if self.remaining == 0 {
+            ChunkState::Trailer { line_len: 0 }
+        } else {
+            ChunkState::Data(self.remaining)
+        }
+    }
+}
+
+/// Parsed status line and the headers we need.
+#[derive(Clone, Debug, PartialEq)]
+pub struct ResponseHead {
+    /// HTTP status code.
+    pub status: u16,
+    /// Body framing.
+    pub framing: Framing,
+    /// The server keeps the connection open after this response.
+    pub keep_alive: bool,
+    /// `Retry-After` header, if any.
+    pub retry_after: Option<String>,
+    /// Bytes of the head (status line through the blank line).
+    pub head_len: usize,
+}
+
+/// Parses a response head from `buf`; `Ok(None)` when more bytes are needed.
+pub fn parse_head(buf: &[u8]) -> Result<Option<ResponseHead>, String> {
+    let mut headers = [httparse::EMPTY_HEADER; 64];
+    let mut resp = httparse::Response::new(&mut headers);
+    let head_len = match resp.parse(buf) {
+        Ok(httparse::Status::Complete(n)) => n,
+        Ok(httparse::Status::Partial) => return Ok(None),
+        Err(e) => return Err(format!("malformed HTTP response head: {e}")),
+    };
+    let status = resp.code.unwrap_or(0);
+    let version = resp.version.unwrap_or(1);
+    let mut chunked = false;
+    let mut length: Option<u64> = None;
+    let mut conn_close = version == 0;
+    let mut retry_after = None;
+    for h in resp.headers.iter() {
+        let v = String::from_utf8_lossy(h.value);
+        if h.name.eq_ignore_ascii_case("transfer-encoding") {
+            chunked = v
+                .split(',')
+                .any(|t| t.trim().eq_ignore_ascii_case("chunked"));
+        } else if h.name.eq_ignore_ascii_case("content-length") {
+            length = Some(
+                v.trim()
+                    .parse()
+                    .map_err(|_| format!("invalid Content-Length {v:?}"))?,
+            );
+        } else if h.name.eq_ignore_ascii_case("connection") {
+            let t = v.to_ascii_lowercase();
+            if t.contains("close") {
+                conn_close = true;
+            } else if t.contains("keep-alive") && version == 0 {
+                conn_close = false;
+            }
+        } else if h.name.eq_ignore_ascii_case("retry-after") {
+            retry_after = Some(v.trim().to_string());
+        }
+    }
+    let framing = if chunked {
+        Framing::Chunked
+    } else if let Some(n) = length {
+        Framing::Length(n)
+    } else if status == 204 || status == 304 || (100..200).contains(&status) {
+        Framing::Length(0)
+    } else {
+        conn_close = true;
+        Framing::Close
+    };
+    Ok(Some(ResponseHead {
+        status,
+        framing,
+        keep_alive: !conn_close,
+        retry_after,
+        head_len,
+    }))
+}
+
+/// One open connection.
+#[derive(Debug)]
+pub struct H1Conn {
+    io: TcpStream,
+    buf: Vec<u8>,
+}
+
+/// Read buffer size.
+const READ_BUF: usize = 64 * 1024;
+
+impl H1Conn {
+    /// Connects (30 s timeout), with TCP_NODELAY.
+    pub async fn connect(ep: &H1Endpoint) -> Result<H1Conn, HttpError> {
+        let url = ep.url("");
+        let io =
+            match tokio::time::timeout(CONNECT_TIMEOUT, TcpStream::connect(&ep.connect_to)).await {
+                Ok(Ok(s)) => s,
+                Ok(Err(e)) => {
+                    return Err(HttpError::Connect {
+                        url,
+                        detail: e.to_string(),
+                    })
+                }
+                Err(_) => {
+                    return Err(HttpError::Connect {
+                        url,
+                        detail: format!("timed out after {}s", CONNECT_TIMEOUT.as_secs()),
+                    })
+                }
+            };
+        let _ = io.set_nodelay(true);
+        Ok(H1Conn {
+            io,
+            buf: Vec::with_capacity(READ_BUF),
+        })
+    }
+}
+
+/// A streaming response being read: call [`H1Stream::next`] until it returns `None`.
+#[derive(Debug)]
+pub struct H1Stream {
+    conn: H1Conn,
+    decoder: BodyDecoder,
+    keep_alive: bool,
+    read: Vec<u8>,
+    finished: bool,
+    /// Arrival time of the read that completed the head (for body bytes that came with it).
+    head_at: Instant,
+}
+
+/// Why a request could not start streaming.
+#[derive(Debug)]
+pub enum StartError {
+    /// Transport or status error (status errors carry the server's message).
+    Http(HttpError),
+    /// The reused connection was closed by the server before answering; retry on a new one.
+    StaleConnection,
+}
+
+/// Sends `body` to `path` on `conn` and reads the response head. On a 2xx status returns the
+/// body stream; otherwise reads the (bounded) error body and returns the status error.
+/// `sent_at` is stamped just before the request is written.
+pub async fn start(
+    ep: &H1Endpoint,
+    mut conn: H1Conn,
+    path: &str,
+    body: &[u8],
+    reused: bool,
+) -> Result<(H1Stream, Instant), StartError> {
+    let url = ep.url(path);
+    let req = ep.request_bytes(path, body);
+    let sent_at = Instant::now();
+    if let Err(e) = conn.io.write_all(&req).await {
+        if reused {
+            return Err(StartError::StaleConnection);
+        }
+        return Err(StartError::Http(HttpError::Transport {
+            method: "POST",
+            url,
+            detail: e.to_string(),
+        }));
+    }
+    conn.buf.clear();
+    let mut tmp = vec![0u8; READ_BUF];
+    let mut head_at;
+    let head = loop {
+        let n = match conn.io.read(&mut tmp).await {
+            Ok(n) => n,
+            Err(e) if reused && conn.buf.is_empty() => {
+                let _ = e;
+                return Err(StartError::StaleConnection);
+            }
+            Err(e) => {
+                return Err(StartError::Http(HttpError::Transport {
+                    method: "POST",
+                    url,
+                    detail: e.to_string(),
+                }))
+            }
+        };
+        if n == 0 {
+            if reused && conn.buf.is_empty() {
+                return Err(StartError::StaleConnection);
+            }
+            return Err(StartError::Http(HttpError::Transport {
+                method: "POST",
+                url,
+                detail: "connection closed before the response head".into(),
+            }));
+        }
+        head_at = Instant::now();
+        conn.buf.extend_from_slice(&tmp[..n]);
+        match parse_head(&conn.buf) {
+            Ok(Some(h)) => break h,
+            Ok(None) if conn.buf.len() > 256 * 1024 => {
+                return Err(StartError::Http(HttpError::Transport {
+                    method: "POST",
+                    url,
+                    detail: "response head too large".into(),
+                }))
+            }
+            Ok(None) => continue,
+            Err(e) => {
+                return Err(StartError::Http(HttpError::Transport {
+                    method: "POST",
+                    url,
+                    detail: e,
+                }))
+            }
+        }
+    };
+    let rest: Vec<u8> = conn.buf[head.head_len..].to_vec();
+    conn.buf.clear();
+    let mut stream = H1Stream {
+        conn,
+        decoder: BodyDecoder::new(head.framing),
+        keep_alive: head.keep_alive,
+        read: tmp,
+        finished: false,
+        head_at,
+    };
+    if !(200..300).contains(&head.status) {
+        // Read a bounded error body for the message.
+        let mut body = Vec::new();
+        let _ = stream.decoder.decode(&rest, &mut body);
+        let deadline = Instant::now() + Duration::from_secs(10);
+        while !stream.decoder.is_done() && body.len() < 64 * 1024 && Instant::now() < deadline {
+            match tokio::time::timeout(
+                Duration::from_secs(5),
+                stream.conn.io.read(&mut stream.read),
+            )
+            .await
+            {
+                Ok(Ok(n)) if n > 0 => {
+                    let chunk = stream.read[..n].to_vec();
+                    if stream.decoder.decode(&chunk, &mut body).is_err() {
+                        break;
+                    }
+                }
+                _ => break,
+            }
+        }
+        let text = String::from_utf8_lossy(&body);
+        let retry = head
+            .retry_after
+            .map(|r| format!(" (Retry-After: {r})"))
+            .unwrap_or_default();
+        return Err(StartError::Http(HttpError::Status {
+            method: "POST",
+            url,
+            status: head.status,
+            body: format!("{}{}", summarize_error_body(&text), retry),
+        }));
+    }
+    // Bytes that arrived together with the head are buffered for the first `next` call.
+    stream.conn.buf = rest;
+    Ok((stream, sent_at))
+}
+
+impl H1Stream {
+    /// Reads the next piece of the body. Appends decoded payload bytes to `out` and returns the
+    /// arrival time of the read (taken right after `read` returned), or `Ok(None)` at the end of
+    /// the body. Errors are transport errors or malformed chunking.
+    pub async fn next(&mut self, out: &mut Vec<u8>) -> Result<Option<Instant>, String> {
+        if self.finished {
+            return Ok(None);
+        }
+        if !self.conn.buf.is_empty() {
+            let pending = std::mem::take(&mut self.conn.buf);
+            let at = self.head_at;
+            self.decoder
+                .decode(&pending, out)
+                .map_err(|e| e.to_string())?;
+            if self.decoder.is_done() {
+                self.finished = true;
+            }
+            return Ok(Some(at));
+        }
+        if self.decoder.is_done() {
+            self.finished = true;
+            return Ok(None);
+        }
+        let n = self
+            .conn
+            .io
+            .read(&mut self.read)
+            .await
+            .map_err(|e| format!("stream read failed: {e}"))?;
+        let at = Instant::now();
+        if n == 0 {
+            self.finished = true;
+            return match self.decoder.framing {
+                Framing::Close => Ok(None),
+                _ => Err("stream read failed: connection closed before the end of the body".into()),
+            };
+        }
+        self.decoder
+            .decode(&self.read[..n], out)
+            .map_err(|e| e.to_string())?;
+        if self.decoder.is_done() {
+            self.finished = true;
+        }
+        Ok(Some(at))
+    }
+
+    /// The connection, if the body was read completely and the server keeps it alive.
+    pub fn into_reusable(self) -> Option<H1Conn> {
+        (self.finished && self.decoder.is_done() && self.keep_alive).then_some(self.conn)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn decode_all(framing: Framing, input: &[u8], cuts: &[usize]) -> (Vec<u8>, bool) {
+        let mut d = BodyDecoder::new(framing);
+        let mut out = Vec::new();
+        let mut last = 0;
+        for &c in cuts.iter().chain(std::iter::once(&input.len())) {
+            let used = d.decode(&input[last..c], &mut out).unwrap();
+            assert!(used == c - last || d.is_done());
+            last = c;
+        }
+        (out, d.is_done())
+    }
+
+    #[test]
+    fn chunked_any_split() {
+        let body = b"1a\r\ndata: {\"a\":1}\n\ndata: [DONE]\r\n5;ext=1\r\nhello\r\n0\r\nX-Trailer: y\r\n\r\n";
+        let (whole, done) = decode_all(Framing::Chunked, body, &[]);
+        assert!(done);
+        assert_eq!(whole, b"data: {\"a\":1}\n\ndata: [DONE]hello");
+        for cut in 1..body.len() {
+            let (out, done) = decode_all(Framing::Chunked, body, &[cut]);
+            assert_eq!(out, whole, "cut at {cut}");
+            assert!(done);
+        }
+        let cuts: Vec<usize> = (1..body.len()).collect();
+        assert_eq!(decode_all(Framing::Chunked, body, &cuts).0, whole);
+    }
+
+    #[test]
+    fn chunked_errors_and_length() {
+        let mut d = BodyDecoder::new(Framing::Chunked);
+        assert!(d.decode(b"zz\r\n", &mut Vec::new()).is_err());
+        let (out, done) = decode_all(Framing::Length(5), b"helloEXTRA", &[2]);
+        assert_eq!(out, b"hello");
+        assert!(done);
+        let (out, done) = decode_all(Framing::Close, b"abc", &[1]);
+        assert_eq!(out, b"abc");
+        assert!(!done);
+    }
+
+    #[test]
+    fn heads() {
+        let h = parse_head(b"HTTP/1.1 200 OK\r\ncontent-type: text/event-stream\r\ntransfer-encoding: chunked\r\n\r\nrest").unwrap().unwrap();
+        assert_eq!(h.status, 200);
+        assert_eq!(h.framing, Framing::Chunked);
+        assert!(h.keep_alive);
+        let h = parse_head(b"HTTP/1.1 429 Too Many\r\nContent-Length: 2\r\nRetry-After: 3\r\nConnection: close\r\n\r\n").unwrap().unwrap();
+        assert_eq!(
+            (h.status, h.framing, h.keep_alive),
+            (429, Framing::Length(2), false)
+        );
+        assert_eq!(h.retry_after.as_deref(), Some("3"));
+        assert!(parse_head(b"HTTP/1.1 200 OK\r\n").unwrap().is_none());
+        assert!(parse_head(b"garbage\r\n\r\n").is_err());
+        let h = parse_head(b"HTTP/1.0 200 OK\r\n\r\n").unwrap().unwrap();
+        assert_eq!((h.framing, h.keep_alive), (Framing::Close, false));
+    }
+
+    #[test]
+    fn endpoints() {
+        let t = Target::from_url(
+            "http://127.0.0.1:8000/x/",
+            Some("k".into()),
+            crate::Endpoint::Chat,
+        )
+        .unwrap();
+        let e = H1Endpoint::from_target(&t).unwrap();
+        assert_eq!(e.connect_to, "127.0.0.1:8000");
+        assert_eq!(e.path_prefix, "/x");
+        assert_eq!(e.authorization.as_deref(), Some("Bearer k"));
+        let req = String::from_utf8(e.request_bytes("/v1/completions", b"{}")).unwrap();
+        assert!(req.starts_with("POST /x/v1/completions HTTP/1.1\r\nHost: 127.0.0.1:8000\r\n"));
+        assert!(req.ends_with("Content-Length: 2\r\nAuthorization: Bearer k\r\n\r\n{}"));
+        let t = Target::from_url("http://example.com", None, crate::Endpoint::Chat).unwrap();
+        assert_eq!(
+            H1Endpoint::from_target(&t).unwrap().connect_to,
+            "example.com:80"
+        );
+        let t = Target::from_url("https://example.com", None, crate::Endpoint::Chat).unwrap();
+        assert!(H1Endpoint::from_target(&t).is_none());
+    }
+}

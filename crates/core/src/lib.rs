@@ -1,0 +1,22 @@
+//! servebench's measurement core: target and HTTP client, prompts, run plan, runner.
+//!
+//! It never prints. Progress goes out as [`events::RunEvent`]s on a channel; the result is one
+//! [`servebench_results::Results`]. See `docs/architecture.md` for the data flow.
+
+pub mod aggregate;
+pub mod cell;
+pub mod error;
+pub mod events;
+pub mod h1;
+pub mod plan;
+pub mod probe;
+pub mod procstat;
+pub mod prompt;
+pub mod runner;
+pub mod stream;
+pub mod target;
+
+pub use error::{ConfigError, HttpError};
+pub use events::{EventSink, RunEvent};
+pub use runner::{run, RunConfig, RunError, TargetingMode};
+pub use target::{Endpoint, HttpClient, Target};

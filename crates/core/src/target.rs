@@ -1,0 +1,375 @@
+//! The server under test: base URL, authentication, endpoint, and the HTTP client.
+//!
+//! The client is an HTTP/1.1 keep-alive pool with no cap on connections per host (pitfall 28:
+//! a pool smaller than C silently caps concurrency), a 30 s connect timeout and **no total
+//! timeout** on a stream (pitfall 29: long prefills and long decodes must not be cut).
+
+use std::time::Duration;
+
+use bytes::Bytes;
+use serde_json::Value;
+
+use crate::error::{summarize_error_body, ConfigError, HttpError};
+
+/// Which OpenAI-compatible API the benchmark requests use.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub enum Endpoint {
+    /// `POST /v1/chat/completions` with `messages` (default).
+    #[default]
+    Chat,
+    /// `POST /v1/completions` with a `prompt` string.
+    Completions,
+}
+
+impl Endpoint {
+    /// Path of the streaming API.
+    pub fn path(self) -> &'static str {
+        match self {
+            Endpoint::Chat => "/v1/chat/completions",
+            Endpoint::Completions => "/v1/completions",
+        }
+    }
+
+    /// Name recorded in `metadata.endpoint`.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Endpoint::Chat => "chat",
+            Endpoint::Completions => "completions",
+        }
+    }
+}
+
+/// Where the server is and how to talk to it.
+#[derive(Clone, Debug, PartialEq)]
+pub struct Target {
+    /// Base URL without a trailing slash and without a trailing `/v1`
+    /// (`http://127.0.0.1:8000`, `https://host/prefix`). API paths are appended to it.
+    pub base_url: String,
+    /// Label for reports: `host:port`, or the URL as given.
+    pub server_label: String,
+    /// Bearer token sent on every request, `/metrics` included.
+    pub api_key: Option<String>,
+    /// Chat or completions API.
+    pub endpoint: Endpoint,
+}
+
+impl Target {
+    /// Target from a full URL (`http(s)://host[:port][/path]`). The path is kept; a trailing
+    /// `/v1` or `/` is removed because servebench appends `/v1/...` itself.
+    ///
+    /// Errors: a missing or unsupported scheme, an empty host.
+    pub fn from_url(
+        url: &str,
+        api_key: Option<String>,
+        endpoint: Endpoint,
+    ) -> Result<Target, ConfigError> {
+        let u = url.trim();
+        let rest = u
+            .strip_prefix("http://")
+            .or_else(|| u.strip_prefix("https://"))
+            .ok_or_else(|| {
+                ConfigError::new(format!("--url {u:?} must start with http:// or https://"))
+            })?;
+        let host = rest.split(['/', '?', '#']).next().unwrap_or("");
+        if host.is_empty() || host.starts_with(':') {
+            return Err(ConfigError::new(format!("--url {u:?} has no host")));
+        }
+        if let Some(port) = host
+            .rsplit_once(':')
+            .map(|(_, p)| p)
+            .filter(|p| !p.contains(']'))
+        {
+            if port.parse::<u16>().is_err() {
+                return Err(ConfigError::new(format!(
+                    "--url {u:?} has an invalid port {port:?}"
+                )));
+            }
+        }
+        let mut base = u.trim_end_matches('/').to_string();
+        if let Some(stripped) = base.strip_suffix("/v1") {
+            base = stripped.to_string();
+        }
+        Ok(Target {
+            base_url: base,
+            server_label: u.to_string(),
+            api_key,
+            endpoint,
+        })
+    }
+
+    /// Target from `--host` / `--port` like the seed tool: a host that is a URL keeps its path and
+    /// gets the port only when it has none; a bare host becomes `http://host:port`.
+    pub fn from_host_port(
+        host: &str,
+        port: u16,
+        api_key: Option<String>,
+        endpoint: Endpoint,
+    ) -> Result<Target, ConfigError> {
+        let h = host.trim();
+        if h.is_empty() {
+            return Err(ConfigError::new("--host is empty"));
+        }
+        if h.starts_with("http://") || h.starts_with("https://") {
+            let mut t = Target::from_url(h, api_key, endpoint)?;
+            let (scheme, rest) = t
+                .base_url
+                .split_once("://")
+                .unwrap_or(("http", &t.base_url));
+            let (authority, path) = match rest.find('/') {
+                Some(i) => (&rest[..i], &rest[i..]),
+                None => (rest, ""),
+            };
+            if !authority.contains(':') {
+                t.base_url = format!("{scheme}://{authority}:{port}{path}");
+            }
+            t.server_label = h.to_string();
+            return Ok(t);
+        }
+        if h.contains('/') {
+            return Err(ConfigError::new(format!(
+                "--host {h:?} contains a path; use --url for URLs with paths"
+            )));
+        }
+        let authority = if h.contains(':') && !h.starts_with('[') {
+            format!("[{h}]")
+        } else {
+            h.to_string()
+        };
+        Ok(Target {
+            base_url: format!("http://{authority}:{port}"),
+            server_label: format!("{h}:{port}"),
+            api_key,
+            endpoint,
+        })
+    }
+
+    /// Full URL of `path` (which starts with `/`).
+    pub fn url(&self, path: &str) -> String {
+        format!("{}{}", self.base_url, path)
+    }
+
+    /// True when the server is on this machine (loopback), which allows local-process checks.
+    pub fn is_loopback(&self) -> bool {
+        let rest = self
+            .base_url
+            .split_once("://")
+            .map(|(_, r)| r)
+            .unwrap_or(&self.base_url);
+        let host = rest.split(['/', ':']).next().unwrap_or("");
+        matches!(host, "127.0.0.1" | "localhost" | "0.0.0.0" | "[") || rest.starts_with("[::1]")
+    }
+}
+
+/// Shared HTTP client for one run. Cheap to clone (an `Arc` inside).
+#[derive(Clone, Debug)]
+pub struct HttpClient {
+    inner: reqwest::Client,
+    target: Target,
+    h1: Option<std::sync::Arc<crate::h1::H1Endpoint>>,
+}
+
+/// Connect timeout for every request, s (seed §3.11).
+pub const CONNECT_TIMEOUT: Duration = Duration::from_secs(30);
+
+/// Timeout for small JSON requests (`/v1/models`, `/version`, `/metrics`, `/tokenize`).
+pub const PROBE_TIMEOUT: Duration = Duration::from_secs(10);
+
+impl HttpClient {
+    /// Builds the client: HTTP/1.1 only (one stream per connection, predictable), unlimited
+    /// idle connections per host, TCP_NODELAY, 30 s connect timeout, no overall timeout.
+    pub fn new(target: Target) -> Result<HttpClient, HttpError> {
+        let inner = reqwest::Client::builder()
+            .http1_only()
+            .connect_timeout(CONNECT_TIMEOUT)
+            .pool_max_idle_per_host(usize::MAX)
+            .pool_idle_timeout(Duration::from_secs(90))
+            .tcp_nodelay(true)
+            .user_agent(concat!("servebench/", env!("CARGO_PKG_VERSION")))
+            .build()
+            .map_err(|e| HttpError::Transport {
+                method: "INIT",
+                url: target.base_url.clone(),
+                detail: e.to_string(),
+            })?;
+        let h1 = crate::h1::H1Endpoint::from_target(&target).map(std::sync::Arc::new);
+        Ok(HttpClient { inner, target, h1 })
+    }
+
+    /// The plain-HTTP streaming endpoint (None for `https://` targets, which stream via reqwest).
+    pub fn h1_endpoint(&self) -> Option<&crate::h1::H1Endpoint> {
+        self.h1.as_deref()
+    }
+
+    /// The server this client talks to.
+    pub fn target(&self) -> &Target {
+        &self.target
+    }
+
+    fn auth(&self, rb: reqwest::RequestBuilder) -> reqwest::RequestBuilder {
+        match &self.target.api_key {
+            Some(k) if !k.is_empty() => rb.bearer_auth(k),
+            _ => rb,
+        }
+    }
+
+    fn map_err(method: &'static str, url: &str, e: reqwest::Error) -> HttpError {
+        let detail = error_chain(&e);
+        if e.is_connect() {
+            HttpError::Connect {
+                url: url.to_string(),
+                detail,
+            }
+        } else if e.is_timeout() {
+            HttpError::Transport {
+                method,
+                url: url.to_string(),
+                detail: format!("timed out ({detail})"),
+            }
+        } else {
+            HttpError::Transport {
+                method,
+                url: url.to_string(),
+                detail,
+            }
+        }
+    }
+
+    async fn check(
+        method: &'static str,
+        url: &str,
+        resp: reqwest::Response,
+    ) -> Result<reqwest::Response, HttpError> {
+        let status = resp.status();
+        if status.is_success() {
+            return Ok(resp);
+        }
+        let retry_after = resp
+            .headers()
+            .get(reqwest::header::RETRY_AFTER)
+            .and_then(|v| v.to_str().ok())
+            .map(|s| format!(" (Retry-After: {s})"))
+            .unwrap_or_default();
+        let body = resp.text().await.unwrap_or_default();
+        Err(HttpError::Status {
+            method,
+            url: url.to_string(),
+            status: status.as_u16(),
+            body: format!("{}{}", summarize_error_body(&body), retry_after),
+        })
+    }
+
+    /// `GET path` and return the body as text (status must be 2xx).
+    pub async fn get_text(&self, path: &str, timeout: Duration) -> Result<String, HttpError> {
+        let url = self.target.url(path);
+        let rb = self.auth(self.inner.get(&url)).timeout(timeout);
+        let resp = rb.send().await.map_err(|e| Self::map_err("GET", &url, e))?;
+        let resp = Self::check("GET", &url, resp).await?;
+        resp.text().await.map_err(|e| Self::map_err("GET", &url, e))
+    }
+
+    /// `GET path` and parse JSON.
+    pub async fn get_json(&self, path: &str, timeout: Duration) -> Result<Value, HttpError> {
+        let text = self.get_text(path, timeout).await?;
+        serde_json::from_str(&text).map_err(|e| HttpError::Body {
+            url: self.target.url(path),
+            detail: format!("not JSON ({e}): {}", crate::error::one_line(&text, 120)),
+        })
+    }
+
+    /// `POST path` with a JSON body and parse the JSON answer. `timeout` = None: no total timeout.
+    pub async fn post_json(
+        &self,
+        path: &str,
+        body: &Value,
+        timeout: Option<Duration>,
+    ) -> Result<Value, HttpError> {
+        let url = self.target.url(path);
+        let mut rb = self.auth(self.inner.post(&url)).json(body);
+        if let Some(t) = timeout {
+            rb = rb.timeout(t);
+        }
+        let resp = rb
+            .send()
+            .await
+            .map_err(|e| Self::map_err("POST", &url, e))?;
+        let resp = Self::check("POST", &url, resp).await?;
+        let text = resp
+            .text()
+            .await
+            .map_err(|e| Self::map_err("POST", &url, e))?;
+        serde_json::from_str(&text).map_err(|e| HttpError::Body {
+            url: url.clone(),
+            detail: format!("not JSON ({e}): {}", crate::error::one_line(&text, 120)),
+        })
+    }
+
+    /// Starts a streaming `POST path` with a pre-serialised JSON body. Returns the response once
+    /// the status line and headers arrived with status 2xx; any other status is an error carrying
+    /// the server's message.
+    pub async fn post_stream(
+        &self,
+        path: &str,
+        body: Bytes,
+    ) -> Result<reqwest::Response, HttpError> {
+        let url = self.target.url(path);
+        let rb = self
+            .auth(self.inner.post(&url))
+            .header(reqwest::header::CONTENT_TYPE, "application/json")
+            .header(reqwest::header::ACCEPT, "text/event-stream")
+            .body(body);
+        let resp = rb
+            .send()
+            .await
+            .map_err(|e| Self::map_err("POST", &url, e))?;
+        Self::check("POST", &url, resp).await
+    }
+}
+
+/// Flattens an error and its sources into one line.
+pub fn error_chain(e: &dyn std::error::Error) -> String {
+    let mut out = e.to_string();
+    let mut src = e.source();
+    while let Some(s) = src {
+        let t = s.to_string();
+        if !out.contains(&t) {
+            out.push_str(": ");
+            out.push_str(&t);
+        }
+        src = s.source();
+    }
+    out
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn urls() {
+        let t = Target::from_url("http://127.0.0.1:8000/v1/", None, Endpoint::Chat).unwrap();
+        assert_eq!(t.base_url, "http://127.0.0.1:8000");
+        assert_eq!(t.url("/v1/models"), "http://127.0.0.1:8000/v1/models");
+        assert!(t.is_loopback());
+        let t = Target::from_url("https://host.example/proxy/llm", None, Endpoint::Chat).unwrap();
+        assert_eq!(
+            t.url("/v1/models"),
+            "https://host.example/proxy/llm/v1/models"
+        );
+        assert!(!t.is_loopback());
+        assert!(Target::from_url("host:8000", None, Endpoint::Chat).is_err());
+        assert!(Target::from_url("http://:80", None, Endpoint::Chat).is_err());
+        assert!(Target::from_url("http://h:99999", None, Endpoint::Chat).is_err());
+    }
+
+    #[test]
+    fn host_port() {
+        let t = Target::from_host_port("localhost", 5000, None, Endpoint::Chat).unwrap();
+        assert_eq!(t.base_url, "http://localhost:5000");
+        assert_eq!(t.server_label, "localhost:5000");
+        let t = Target::from_host_port("https://h/x", 8443, None, Endpoint::Chat).unwrap();
+        assert_eq!(t.base_url, "https://h:8443/x");
+        let t = Target::from_host_port("http://h:1/x", 8443, None, Endpoint::Chat).unwrap();
+        assert_eq!(t.base_url, "http://h:1/x");
+        assert!(Target::from_host_port("h/x", 1, None, Endpoint::Chat).is_err());
+    }
+}

@@ -1,0 +1,544 @@
+//! The one results type of servebench, serialised as the results JSON.
+//!
+//! The JSON keeps the top-level keys and the `metadata` / `results[]` field names of the tool it
+//! replaces (`llm_decode_bench.py`, spec `llm-decode-bench-spec.md` §6) so that existing scripts
+//! keep working, and adds:
+//!
+//! * `schema_version` ([`SCHEMA_VERSION`]) and a committed JSON Schema
+//!   (`schema/results.schema.json`, embedded as [`SCHEMA_JSON`]);
+//! * a typed [`CellStatus`] and a reason on **every** cell — skipped and failed cells are
+//!   exported instead of dropped;
+//! * `null` for every number that was not measured (the old tool wrote `0.0`);
+//! * the complete `event_log` (the old tool kept only the last 80 lines).
+//!
+//! Every struct derives `Default` and uses `#[serde(default)]`, so files written by older tools
+//! (0.4.18 and 0.4.29 field sets) deserialise with the same types.
+
+use indexmap::IndexMap;
+use serde::{Deserialize, Serialize};
+use serde_json::Value;
+
+/// A JSON object (`{}` when empty).
+pub type JsonObject = serde_json::Map<String, Value>;
+
+/// Version of the results format written by this build. Bumped on incompatible changes; new
+/// optional fields do not bump it.
+pub const SCHEMA_VERSION: &str = "1.0";
+
+/// The JSON Schema (draft 2020-12) that every results file validates against.
+pub const SCHEMA_JSON: &str = include_str!("../../../schema/results.schema.json");
+
+/// Tool name recorded in `metadata.tool`.
+pub const TOOL_NAME: &str = "servebench";
+
+/// A whole benchmark run: what the results JSON contains.
+#[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
+#[serde(default)]
+pub struct Results {
+    /// Format version ([`SCHEMA_VERSION`]); empty in files written by the old tool.
+    pub schema_version: String,
+    /// Run configuration and server identity.
+    pub metadata: Metadata,
+    /// Client host and argument snapshot taken before the server was contacted.
+    pub startup_diagnostics: JsonObject,
+    /// NVIDIA P2P override check; `{"status": "not_run"}` when servebench did not check it.
+    pub nvidia_p2p_override: JsonObject,
+    /// GPU fabric micro-benchmark (not run by servebench: `{"status": "not_run"}`).
+    pub p2pmark: JsonObject,
+    /// AMD NUMA fabric micro-benchmark (not run by servebench: `{"status": "not_run"}`).
+    pub amd_fabric: JsonObject,
+    /// Hardware summary over the whole run (`{}` when no hardware sampler ran).
+    pub hardware_run_summary: JsonObject,
+    /// Every event of the run as `"HH:MM:SS message"` (local time), complete.
+    pub event_log: Vec<String>,
+    /// Prefill rows keyed by context label (`"8192"`), in run order.
+    pub prefill: IndexMap<String, PrefillRow>,
+    /// Sustained-decode (or request-count) cells, every planned cell, in run order.
+    pub results: Vec<CellResult>,
+    /// `{ "<ctx>": { "<C>": aggregate_tps } }` over cells with status `ok`.
+    pub summary_table: IndexMap<String, IndexMap<String, f64>>,
+    /// Burst / E2E cells (empty unless the burst layer ran).
+    pub burst_results: Vec<CellResult>,
+    /// Same shape as `summary_table`, for the burst layer.
+    pub burst_summary_table: IndexMap<String, IndexMap<String, f64>>,
+    /// How each layer's headline number is computed.
+    pub methodology: Methodology,
+}
+
+/// Run configuration and server identity (`metadata`, seed spec §6.1, plus servebench fields).
+#[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
+#[serde(default)]
+pub struct Metadata {
+    /// Version of the tool that wrote the file.
+    pub version: String,
+    /// `servebench` (absent in the old tool's files).
+    pub tool: String,
+    /// Detected engine: `vllm`, `sglang`, `llamacpp`, `tgi`, `ollama`, `openai_proxy`, `servebench-sim`.
+    pub engine: String,
+    /// Engine version string when the server reports one.
+    pub engine_version: Option<String>,
+    /// Model name used in the requests.
+    pub model: String,
+    /// Server label: `host:port`, or the URL as given.
+    pub server: String,
+    /// Resolved base URL (scheme, host, port, path).
+    pub base_url: String,
+    /// API endpoint: `chat` (`/v1/chat/completions`) or `completions` (`/v1/completions`).
+    pub endpoint: String,
+    /// Local ISO-8601 time when the file was written.
+    pub timestamp: String,
+    /// `duration` (sustained cells) or `request-count` (burst cells as the primary layer).
+    pub decode_mode: String,
+    /// `sustained_decode` or `burst_e2e_decode`.
+    pub primary_decode_layer: String,
+    /// Measured window of each sustained cell, s.
+    pub duration_per_test: f64,
+    /// Requests per cell in request-count mode (0 = sustained mode).
+    pub request_count: u64,
+    /// Discarded requests before each request-count cell.
+    pub warmup_request_count: u64,
+    /// Whether the burst layer ran after the sustained matrix.
+    pub run_burst: bool,
+    /// `skipped`, `standalone_cold` or `integrated_decode_scout`.
+    pub prefill_mode: String,
+    /// `--standalone-prefill` given.
+    pub standalone_prefill: bool,
+    /// `--prefill-only` given.
+    pub prefill_only: bool,
+    /// `--skip-prefill` given.
+    pub skip_prefill: bool,
+    /// `not_run_use_--run-burst` or `enabled`.
+    pub burst_e2e_status: String,
+    /// Burst requests per cell (0 = automatic).
+    pub burst_request_count: u64,
+    /// Burst warmup requests (0 = automatic).
+    pub burst_warmup_request_count: u64,
+    /// Automatic burst size multiplier.
+    pub burst_requests_per_concurrency: u64,
+    /// Hidden C=1 decode warmup length, s (0 = disabled).
+    pub decode_warmup_seconds: f64,
+    /// Context of the hidden decode warmup, tokens (0 when none ran).
+    pub decode_warmup_context: u64,
+    /// Concurrency of the hidden decode warmup (1 when enabled, else 0).
+    pub decode_warmup_concurrency: u64,
+    /// Readiness timeout override per cell, s (0 = automatic policy).
+    pub cell_warmup_timeout_seconds: f64,
+    /// The automatic readiness timeout policy, as text.
+    pub cell_warmup_timeout_policy: String,
+    /// Stable window that readiness must hold before a cell's measured window opens, s.
+    pub stable_window_seconds: Option<f64>,
+    /// `--show-capacity-limited-values` given.
+    pub show_capacity_limited_values: bool,
+    /// `max_tokens` of every decode request.
+    pub max_tokens: u64,
+    /// Sampling temperature sent, or null when the server default was used.
+    pub temperature: Option<f64>,
+    /// Whether requests carried `ignore_eos: true`.
+    pub ignore_eos: bool,
+    /// KV budget used for capacity skipping, tokens (0 = none known).
+    pub max_total_tokens: u64,
+    /// `--dcp-size` argument (0 = automatic).
+    pub dcp_size: u64,
+    /// Whether the server's Prometheus `/metrics` was usable.
+    pub metrics_available: bool,
+    /// Why metrics are not available (empty when they are).
+    pub metrics_warning: String,
+    /// Concurrency levels as given.
+    pub concurrency_levels: Vec<u64>,
+    /// Context lengths as given, tokens.
+    pub context_lengths: Vec<u64>,
+    /// The server's maximum model length (prompt + output), tokens, when known.
+    pub max_model_len: Option<u64>,
+    /// How prompts were sized: `tokenize_exact` (server `/tokenize`), `calibrated_estimate` or
+    /// `cached_estimate` (chars/token ratio), `none` (only context 0).
+    pub prompt_targeting: String,
+    /// Characters per prompt token used by estimate targeting.
+    pub chars_per_token: Option<f64>,
+    /// Per-run nonce in every prompt prefix (12 lowercase letters).
+    pub run_id: String,
+    /// `--seed`, when prompts were made reproducible.
+    pub seed: Option<u64>,
+    /// True when the run was interrupted (Ctrl-C) and the file holds partial results.
+    pub interrupted: bool,
+    /// Whether the startup diagnostics were collected.
+    pub startup_diagnostics_available: bool,
+    /// NVIDIA P2P override state; null when not checked.
+    pub nvidia_p2p_override_effective: Option<bool>,
+    /// `not_run` unless the fabric helper ran.
+    pub p2pmark_status: String,
+    /// `not_run` unless the fabric helper ran.
+    pub amd_fabric_status: String,
+}
+
+/// Typed outcome of one planned cell.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Hash, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum CellStatus {
+    /// Measured; the numbers are valid.
+    #[default]
+    Ok,
+    /// Not run: C × (ctx + max_tokens) exceeds the KV budget.
+    SkippedCapacity,
+    /// Not run: ctx + max_tokens exceeds the model's maximum length.
+    SkippedContext,
+    /// Not run: the user interrupted or skipped it.
+    SkippedUser,
+    /// The cell could not run (for example its scout request failed).
+    Error,
+    /// The cell ran but its numbers cannot be trusted (a stream failed, no tokens in the window).
+    Invalid,
+}
+
+impl CellStatus {
+    /// The snake_case name used in the JSON.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            CellStatus::Ok => "ok",
+            CellStatus::SkippedCapacity => "skipped_capacity",
+            CellStatus::SkippedContext => "skipped_context",
+            CellStatus::SkippedUser => "skipped_user",
+            CellStatus::Error => "error",
+            CellStatus::Invalid => "invalid",
+        }
+    }
+
+    /// True for the three `skipped_*` statuses.
+    pub fn is_skipped(self) -> bool {
+        matches!(
+            self,
+            CellStatus::SkippedCapacity | CellStatus::SkippedContext | CellStatus::SkippedUser
+        )
+    }
+}
+
+/// One per-request sample (seed spec §4.1). Times in s, rates in tok/s; `null` = not measured.
+#[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
+#[serde(default)]
+pub struct RequestSample {
+    /// TTFT: first output token (content, reasoning or tool call) arrival − request sent, s.
+    pub ttft: Option<f64>,
+    /// TTST: arrival of the event that brought the output to ≥ 2 tokens − first token arrival, s.
+    pub time_to_second_token: Option<f64>,
+    /// Request latency: last token arrival − request sent, s (completed requests only).
+    pub latency: Option<f64>,
+    /// Per-token ITL: (last − first token arrival) / (output tokens − 1), s.
+    pub inter_token_latency_avg: Option<f64>,
+    /// Chunk ITL: (last − first token *event*) / (token events − 1), s.
+    pub chunk_inter_token_latency_avg: Option<f64>,
+    /// Prompt tokens from usage (null when the server sent no usage).
+    pub input_tokens: Option<u64>,
+    /// Output tokens (usage when present, else one per token event).
+    pub output_tokens: u64,
+    /// 1 / ITL, tok/s.
+    pub output_tps_per_user: Option<f64>,
+    /// output tokens / (last token arrival − request sent), tok/s (completed only).
+    pub e2e_output_tps_per_user: Option<f64>,
+    /// `[DONE]` (or a finish reason at a clean end of stream) was received.
+    pub completed: bool,
+    /// The stream was cut by the benchmark (window closed), not by the server.
+    pub cancelled: bool,
+    /// SSE events that carried output tokens.
+    pub token_events: Option<u64>,
+    /// Whether this request's usage arrived on every token event (cumulative).
+    pub continuous_usage: Option<bool>,
+    /// Prompt tokens served from the prefix cache (usage.prompt_tokens_details.cached_tokens).
+    pub cached_tokens: Option<u64>,
+    /// Server's finish reason (`length`, `stop`, …).
+    pub finish_reason: Option<String>,
+    /// Response `id` of the stream (correlates with server logs).
+    pub response_id: Option<String>,
+    /// Request send time relative to the opening of the cell's measured window, s (negative =
+    /// before the window).
+    pub sent_at_window_s: Option<f64>,
+}
+
+/// One matrix cell (seed spec §6.2 field names, plus status fields). Times in s, rates in tok/s.
+#[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
+#[serde(default)]
+pub struct CellResult {
+    /// Concurrency C: streams kept in flight.
+    pub concurrency: u64,
+    /// Context label in prompt tokens (the target, not the measured prompt tokens).
+    pub context_tokens: u64,
+    /// Typed outcome.
+    pub status: CellStatus,
+    /// Why the cell is not `ok` (empty for ok cells).
+    pub status_reason: String,
+    /// `duration`, `request-count` or `burst-e2e`.
+    pub benchmark_mode: String,
+    /// Requests per cell (request-count / burst modes).
+    pub request_count_target: u64,
+    /// Discarded warmup requests (request-count / burst modes).
+    pub warmup_request_count: u64,
+    /// Denominator of `aggregate_tps`, s.
+    pub measurement_seconds: Option<f64>,
+    /// Readiness tick → window close, s (sustained).
+    pub measurement_wall_seconds: Option<f64>,
+    /// Output tokens credited to the window by the client (usage-corrected).
+    pub client_output_tokens: Option<u64>,
+    /// Server-side generated tokens over the window (Prometheus counter delta).
+    pub server_output_tokens: Option<u64>,
+    /// Where `aggregate_tps` came from: `openai_continuous_usage`,
+    /// `openai_stream_chunks_fallback`, `openai_completed_usage`, `prometheus_fallback`, `none`.
+    pub aggregate_source: String,
+    /// Headline: output tokens generated inside the window / window length, tok/s.
+    pub aggregate_tps: Option<f64>,
+    /// aggregate_tps / C (derived), tok/s.
+    pub per_request_avg_tps: Option<f64>,
+    /// TTFT statistics over the cell's requests, s.
+    pub ttft_avg: Option<f64>,
+    /// TTFT p50, s.
+    pub ttft_p50: Option<f64>,
+    /// TTFT p90, s.
+    pub ttft_p90: Option<f64>,
+    /// TTFT p99, s.
+    pub ttft_p99: Option<f64>,
+    /// TTST mean, s.
+    pub time_to_second_token_avg: Option<f64>,
+    /// TTST p50, s.
+    pub time_to_second_token_p50: Option<f64>,
+    /// TTST p90, s.
+    pub time_to_second_token_p90: Option<f64>,
+    /// TTST p99, s.
+    pub time_to_second_token_p99: Option<f64>,
+    /// Request latency mean (completed requests only), s.
+    pub request_latency_avg: Option<f64>,
+    /// Request latency p50, s.
+    pub request_latency_p50: Option<f64>,
+    /// Request latency p90, s.
+    pub request_latency_p90: Option<f64>,
+    /// Request latency p99, s.
+    pub request_latency_p99: Option<f64>,
+    /// Per-token ITL mean, s.
+    pub inter_token_latency_avg: Option<f64>,
+    /// Per-token ITL p50, s.
+    pub inter_token_latency_p50: Option<f64>,
+    /// Per-token ITL p90, s.
+    pub inter_token_latency_p90: Option<f64>,
+    /// Per-token ITL p99, s.
+    pub inter_token_latency_p99: Option<f64>,
+    /// Output tok/s per user (1/ITL) mean.
+    pub output_tps_per_user_avg: Option<f64>,
+    /// Output tok/s per user p50.
+    pub output_tps_per_user_p50: Option<f64>,
+    /// Output tok/s per user p90.
+    pub output_tps_per_user_p90: Option<f64>,
+    /// Output tok/s per user p99.
+    pub output_tps_per_user_p99: Option<f64>,
+    /// E2E output tok/s per user mean (completed only).
+    pub e2e_output_tps_per_user_avg: Option<f64>,
+    /// E2E output tok/s per user p50.
+    pub e2e_output_tps_per_user_p50: Option<f64>,
+    /// E2E output tok/s per user p90.
+    pub e2e_output_tps_per_user_p90: Option<f64>,
+    /// E2E output tok/s per user p99.
+    pub e2e_output_tps_per_user_p99: Option<f64>,
+    /// Chunk ITL mean, s.
+    pub chunk_inter_token_latency_avg: Option<f64>,
+    /// Chunk ITL p50, s.
+    pub chunk_inter_token_latency_p50: Option<f64>,
+    /// Chunk ITL p90, s.
+    pub chunk_inter_token_latency_p90: Option<f64>,
+    /// Chunk ITL p99, s.
+    pub chunk_inter_token_latency_p99: Option<f64>,
+    /// Mean prompt tokens (usage), tokens.
+    pub input_seq_len_avg: Option<f64>,
+    /// Output tokens per request mean.
+    pub output_seq_len_avg: Option<f64>,
+    /// Output tokens per request p50.
+    pub output_seq_len_p50: Option<f64>,
+    /// Output tokens per request p90.
+    pub output_seq_len_p90: Option<f64>,
+    /// Output tokens per request p99.
+    pub output_seq_len_p99: Option<f64>,
+    /// Requests in the statistics (those that produced output).
+    pub request_count: u64,
+    /// Of those, requests that completed.
+    pub completed_request_count: u64,
+    /// Every per-request sample used for the statistics.
+    pub request_samples: Vec<RequestSample>,
+    /// Tokens accounted to the cell (usage tokens in the window; for skipped-capacity cells the
+    /// tokens the cell would need).
+    pub total_tokens: Option<u64>,
+    /// Cell start (before the scout) → end of collection, s.
+    pub wall_time: Option<f64>,
+    /// Requests that completed during the cell (all, not only in the window).
+    pub num_completed: u64,
+    /// Requests that failed during the cell.
+    pub num_errors: u64,
+    /// Server generation throughput over the window, tok/s.
+    pub server_gen_throughput: Option<f64>,
+    /// Server utilisation gauge (vLLM: KV-cache usage), 0–1.
+    pub server_utilization: Option<f64>,
+    /// Speculative-decoding acceptance rate over the window, 0–1.
+    pub server_spec_accept_rate: Option<f64>,
+    /// Mean acceptance length over the window, tokens per verify step.
+    pub server_spec_accept_length: Option<f64>,
+    /// Mean running requests on the server during the window.
+    pub avg_running_reqs: Option<f64>,
+    /// Max running requests on the server during the window.
+    pub max_running_reqs: Option<f64>,
+    /// Mean running requests, rounded to 0.1 (same value as avg_running_reqs).
+    pub effective_concurrency: Option<f64>,
+    /// Mean queued requests during the window.
+    pub avg_queue_reqs: Option<f64>,
+    /// Max queued requests during the window.
+    pub max_queue_reqs: Option<f64>,
+    /// Share of window samples with a non-empty queue, 0–1.
+    pub queue_fraction: Option<f64>,
+    /// C > 1 and fewer than 98 % of C requests ran on average.
+    pub underfilled: bool,
+    /// Readiness did not hold before the readiness timeout.
+    pub warmup_timed_out: bool,
+    /// Cell start → readiness, s.
+    pub warmup_duration: Option<f64>,
+    /// Why readiness was declared (or `warmup_timeout`).
+    pub ready_reason: String,
+    /// First failing readiness condition at a timeout, or the KV deficit of a skipped cell.
+    pub timeout_reason: String,
+    /// The server could not run all C requests (queueing, timeout, underfill).
+    pub capacity_limited: bool,
+    /// Hardware summary of the window (`{}` without a hardware sampler).
+    pub hardware_summary: JsonObject,
+    /// SSE events carrying tokens that arrived inside the window.
+    pub client_token_events: Option<u64>,
+    /// Requests in the window whose usage streamed on every token event / all requests.
+    pub continuous_usage_requests: Option<u64>,
+    /// Measured prompt tokens of this context's prompt (server count), tokens.
+    pub prompt_tokens: Option<u64>,
+    /// Client CPU time during the window / window length (1.0 = one full core).
+    pub client_cpu_util: Option<f64>,
+    /// Worst lateness of the client's 10 ms monitor tick during the window, ms — proof that the
+    /// client kept up (large values mean the client, not the server, was the bottleneck).
+    pub client_max_tick_lag_ms: Option<f64>,
+    /// Warnings about this cell (usage not continuous, short outputs under ignore_eos, …).
+    pub warnings: Vec<String>,
+}
+
+/// One prefill row (seed spec §6.7 `prefill`).
+#[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
+#[serde(default)]
+pub struct PrefillRow {
+    /// Headline TTFT, s.
+    pub ttft_seconds: Option<f64>,
+    /// Time spent in prefill, s (client: = TTFT).
+    pub prefill_seconds: Option<f64>,
+    /// Headline prefill speed, tok/s.
+    pub tok_per_sec: Option<f64>,
+    /// Client TTFT, s.
+    pub client_ttft_seconds: Option<f64>,
+    /// Client prompt_tokens / TTFT, tok/s.
+    pub client_tok_per_sec: Option<f64>,
+    /// Prompt tokens of the measured request (usage).
+    pub prompt_tokens: Option<u64>,
+    /// Samples behind the row.
+    pub samples: u64,
+    /// `integrated_scout`, `scout_only`, `client`, `prometheus`, `warm_prefix`.
+    pub method: String,
+    /// Server-side validation (Prometheus counters), when available.
+    pub server_validation: JsonObject,
+    /// Hardware summary (`{}` without a sampler).
+    pub hardware_summary: JsonObject,
+    /// Row outcome (`ok`, `error`, …).
+    pub status: Option<CellStatus>,
+    /// Why the row is not ok.
+    pub status_reason: Option<String>,
+}
+
+/// How each layer is computed (`methodology`, seed spec §6.7).
+#[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
+#[serde(default)]
+pub struct Methodology {
+    /// Prefill layer.
+    pub prefill: LayerMethod,
+    /// Sustained decode layer.
+    pub sustained_decode: LayerMethod,
+    /// Burst / E2E layer.
+    pub burst_e2e_decode: LayerMethod,
+}
+
+/// Description of one measurement layer.
+#[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
+#[serde(default)]
+pub struct LayerMethod {
+    /// Display name.
+    pub name: String,
+    /// Whether this layer has results in the file.
+    pub present: bool,
+    /// Mode (prefill layer).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub mode: Option<String>,
+    /// Status text (burst layer).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub status: Option<String>,
+    /// The formula of the headline number.
+    pub formula: String,
+    /// Interpretation notes.
+    pub notes: String,
+}
+
+/// Formats a context label for humans: `0`, `512`, `16k` (exact multiples of 1024), else the
+/// number (the old tool truncated 1536 to "1k"; servebench writes `1.5k`).
+pub fn format_context(ctx: u64) -> String {
+    if ctx == 0 {
+        "0".to_string()
+    } else if ctx % 1024 == 0 {
+        format!("{}k", ctx / 1024)
+    } else if ctx >= 1024 && (ctx * 10) % 1024 == 0 {
+        format!("{}k", ctx as f64 / 1024.0)
+    } else {
+        ctx.to_string()
+    }
+}
+
+/// Extracts a results object from a text that may carry page text around it (the seed files
+/// `shared/seeds/000_*.txt` are a web page with code examples and then the JSON). Returns the
+/// first JSON object that starts a line and has a `metadata` key.
+pub fn extract_json_object(text: &str) -> Option<Value> {
+    let mut offset = 0;
+    for line in text.split_inclusive('\n') {
+        let trimmed = line.trim_start();
+        if trimmed.starts_with('{') {
+            let start = offset + (line.len() - trimmed.len());
+            let mut de = serde_json::Deserializer::from_str(&text[start..]).into_iter::<Value>();
+            if let Some(Ok(v @ Value::Object(_))) = de.next() {
+                if v.get("metadata").is_some() {
+                    return Some(v);
+                }
+            }
+        }
+        offset += line.len();
+    }
+    None
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn context_labels() {
+        assert_eq!(format_context(0), "0");
+        assert_eq!(format_context(512), "512");
+        assert_eq!(format_context(16384), "16k");
+        assert_eq!(format_context(1536), "1.5k");
+        assert_eq!(format_context(1000), "1000");
+    }
+
+    #[test]
+    fn status_names_match_serde() {
+        for s in [
+            CellStatus::Ok,
+            CellStatus::SkippedCapacity,
+            CellStatus::SkippedContext,
+            CellStatus::SkippedUser,
+            CellStatus::Error,
+            CellStatus::Invalid,
+        ] {
+            assert_eq!(
+                serde_json::to_value(s).unwrap(),
+                Value::String(s.as_str().into())
+            );
+        }
+    }
+}

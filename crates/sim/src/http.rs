@@ -1,0 +1,539 @@
+//! The OpenAI-compatible HTTP surface (axum).
+
+use std::convert::Infallible;
+use std::sync::atomic::Ordering::Relaxed;
+use std::sync::Arc;
+use std::time::{Instant, SystemTime, UNIX_EPOCH};
+
+use axum::body::Body;
+use axum::extract::{DefaultBodyLimit, State};
+use axum::http::{header, HeaderMap, HeaderValue, StatusCode};
+use axum::response::{IntoResponse, Response};
+use axum::routing::{get, post};
+use axum::Router;
+use bytes::Bytes;
+use serde::Deserialize;
+use tokio::sync::{mpsc, oneshot};
+
+use crate::engine::{NewRequest, Sink};
+use crate::format::Endpoint;
+use crate::stats::StatsCounters as S;
+use crate::tokenizer::{self, PromptSink, TemplateMessage, TokenSink};
+use crate::Shared;
+
+/// Largest request body accepted, in bytes.
+const MAX_BODY_BYTES: usize = 256 << 20;
+
+type AppState = Arc<Shared>;
+
+pub(crate) fn router(shared: AppState) -> Router {
+    let mut r = Router::new()
+        .route("/v1/chat/completions", post(chat_completions))
+        .route("/v1/completions", post(completions))
+        .route("/v1/models", get(models))
+        .route("/health", get(health))
+        .route("/version", get(version));
+    if shared.cfg.tokenize_endpoint {
+        r = r.route("/tokenize", post(tokenize));
+    }
+    r.fallback(not_found)
+        .layer(DefaultBodyLimit::max(MAX_BODY_BYTES))
+        .with_state(shared)
+}
+
+// ---------------------------------------------------------------------------------------------
+// Error bodies
+
+fn json_response(status: StatusCode, body: String) -> Response {
+    let mut resp = Response::new(Body::from(body));
+    *resp.status_mut() = status;
+    resp.headers_mut().insert(
+        header::CONTENT_TYPE,
+        HeaderValue::from_static("application/json"),
+    );
+    resp
+}
+
+/// An error answer: status and JSON body.
+struct ApiError {
+    status: StatusCode,
+    body: String,
+}
+
+impl IntoResponse for ApiError {
+    fn into_response(self) -> Response {
+        json_response(self.status, self.body)
+    }
+}
+
+/// vLLM's flat error shape: `{"object":"error","message":..,"type":..,"param":null,"code":N}`.
+fn vllm_error(status: StatusCode, kind: &str, message: &str) -> ApiError {
+    let body = serde_json::json!({
+        "object": "error",
+        "message": message,
+        "type": kind,
+        "param": null,
+        "code": status.as_u16(),
+    });
+    ApiError {
+        status,
+        body: body.to_string(),
+    }
+}
+
+/// OpenAI's nested error shape: `{"error":{"message":..,"type":..,"param":null,"code":N}}`.
+fn openai_error(status: StatusCode, kind: &str, message: &str) -> ApiError {
+    let body = serde_json::json!({
+        "error": {"message": message, "type": kind, "param": null, "code": status.as_u16()},
+    });
+    ApiError {
+        status,
+        body: body.to_string(),
+    }
+}
+
+fn bad_request(message: &str) -> ApiError {
+    vllm_error(StatusCode::BAD_REQUEST, "BadRequestError", message)
+}
+
+fn error_type(status: u16) -> &'static str {
+    match status {
+        400 => "BadRequestError",
+        401 => "AuthenticationError",
+        403 => "PermissionDeniedError",
+        404 => "NotFoundError",
+        408 => "TimeoutError",
+        409 => "ConflictError",
+        422 => "UnprocessableEntityError",
+        429 => "RateLimitError",
+        500 => "InternalServerError",
+        502 => "BadGatewayError",
+        503 => "ServiceUnavailableError",
+        504 => "GatewayTimeoutError",
+        _ => "APIError",
+    }
+}
+
+fn check_auth(s: &Shared, headers: &HeaderMap) -> Result<(), ApiError> {
+    let Some(key) = &s.cfg.api_key else {
+        return Ok(());
+    };
+    let ok = headers
+        .get(header::AUTHORIZATION)
+        .and_then(|v| v.to_str().ok())
+        .and_then(|v| v.strip_prefix("Bearer "))
+        .is_some_and(|v| v.trim() == key);
+    if ok {
+        Ok(())
+    } else {
+        Err(openai_error(
+            StatusCode::UNAUTHORIZED,
+            "AuthenticationError",
+            "Unauthorized",
+        ))
+    }
+}
+
+fn check_model(s: &Shared, model: Option<&str>) -> Result<(), ApiError> {
+    match model {
+        Some(m) if m != s.cfg.model => Err(vllm_error(
+            StatusCode::NOT_FOUND,
+            "NotFoundError",
+            &format!("The model `{m}` does not exist."),
+        )),
+        _ => Ok(()),
+    }
+}
+
+// ---------------------------------------------------------------------------------------------
+// Request bodies
+
+#[derive(Deserialize)]
+struct StreamOptions {
+    include_usage: Option<bool>,
+    continuous_usage_stats: Option<bool>,
+}
+
+#[derive(Deserialize)]
+#[serde(untagged)]
+enum Content {
+    Text(String),
+    Parts(Vec<ContentPart>),
+}
+
+#[derive(Deserialize)]
+struct ContentPart {
+    text: Option<String>,
+}
+
+#[derive(Deserialize)]
+struct Message {
+    role: String,
+    content: Option<Content>,
+}
+
+#[derive(Deserialize)]
+#[serde(untagged)]
+enum PromptInput {
+    Text(String),
+    Tokens(Vec<u32>),
+    Texts(Vec<String>),
+    TokenLists(Vec<Vec<u32>>),
+}
+
+#[derive(Deserialize)]
+struct CompletionBody {
+    model: Option<String>,
+    /// `messages` for chat, `prompt` for completions.
+    messages: Option<Vec<Message>>,
+    prompt: Option<PromptInput>,
+    stream: Option<bool>,
+    max_tokens: Option<u64>,
+    max_completion_tokens: Option<u64>,
+    ignore_eos: Option<bool>,
+    stream_options: Option<StreamOptions>,
+    add_generation_prompt: Option<bool>,
+}
+
+#[derive(Deserialize)]
+struct TokenizeBody {
+    model: Option<String>,
+    messages: Option<Vec<Message>>,
+    prompt: Option<PromptInput>,
+    add_generation_prompt: Option<bool>,
+}
+
+fn parse_json<T: serde::de::DeserializeOwned>(body: &[u8]) -> Result<T, ApiError> {
+    if body.iter().all(u8::is_ascii_whitespace) {
+        return Err(bad_request(
+            "Request body is missing or empty; expected JSON.",
+        ));
+    }
+    serde_json::from_slice(body).map_err(|e| bad_request(&format!("Invalid JSON body: {e}")))
+}
+
+fn template_messages(messages: &[Message]) -> Vec<TemplateMessage<'_>> {
+    messages
+        .iter()
+        .map(|m| TemplateMessage {
+            role: &m.role,
+            content: match &m.content {
+                None => Vec::new(),
+                Some(Content::Text(t)) => vec![t.as_str()],
+                Some(Content::Parts(parts)) => {
+                    parts.iter().filter_map(|p| p.text.as_deref()).collect()
+                }
+            },
+        })
+        .collect()
+}
+
+/// Tokenize the prompt of a chat (`messages`) or completion (`prompt`) request into `sink`.
+fn tokenize_prompt(
+    endpoint: Endpoint,
+    messages: Option<&[Message]>,
+    prompt: Option<&PromptInput>,
+    add_generation_prompt: bool,
+    sink: &mut impl TokenSink,
+) -> Result<(), ApiError> {
+    match endpoint {
+        Endpoint::Chat => {
+            let Some(messages) = messages else {
+                return Err(bad_request("Field `messages` is required."));
+            };
+            if messages.is_empty() {
+                return Err(bad_request("Field `messages` must not be empty."));
+            }
+            tokenizer::apply_chat_template(
+                &template_messages(messages),
+                add_generation_prompt,
+                sink,
+            );
+        }
+        Endpoint::Completion => {
+            let Some(prompt) = prompt else {
+                return Err(bad_request("Field `prompt` is required."));
+            };
+            let one_text = |t: &str, sink: &mut _| tokenizer::tokenize_into(t, sink);
+            match prompt {
+                PromptInput::Text(t) => one_text(t, sink),
+                PromptInput::Tokens(ids) => ids.iter().for_each(|&i| sink.push(i)),
+                PromptInput::Texts(v) if v.len() == 1 => one_text(&v[0], sink),
+                PromptInput::TokenLists(v) if v.len() == 1 => {
+                    v[0].iter().for_each(|&i| sink.push(i))
+                }
+                _ => {
+                    return Err(bad_request(
+                        "Batched prompts (a list of several prompts) are not supported by servebench-sim.",
+                    ))
+                }
+            }
+        }
+    }
+    Ok(())
+}
+
+fn unix_now() -> u64 {
+    SystemTime::now()
+        .duration_since(UNIX_EPOCH)
+        .map(|d| d.as_secs())
+        .unwrap_or(0)
+}
+
+// ---------------------------------------------------------------------------------------------
+// Handlers
+
+async fn chat_completions(State(s): State<AppState>, headers: HeaderMap, body: Bytes) -> Response {
+    completion_common(s, headers, body, Endpoint::Chat).await
+}
+
+async fn completions(State(s): State<AppState>, headers: HeaderMap, body: Bytes) -> Response {
+    completion_common(s, headers, body, Endpoint::Completion).await
+}
+
+async fn completion_common(
+    s: AppState,
+    headers: HeaderMap,
+    body: Bytes,
+    endpoint: Endpoint,
+) -> Response {
+    let received_at = Instant::now();
+    if let Err(r) = check_auth(&s, &headers) {
+        return r.into_response();
+    }
+    let nth = s.completion_counter.fetch_add(1, Relaxed) + 1;
+    if let Some(status) = s.cfg.fault_http_status {
+        let every = u64::from(s.cfg.fault_every);
+        if every > 0 && nth % every == 0 {
+            S::add(&s.stats.faulted, 1);
+            let status = StatusCode::from_u16(status).unwrap_or(StatusCode::INTERNAL_SERVER_ERROR);
+            let mut resp = openai_error(
+                status,
+                error_type(status.as_u16()),
+                &format!("simulated fault (HTTP {})", status.as_u16()),
+            )
+            .into_response();
+            if status == StatusCode::TOO_MANY_REQUESTS {
+                resp.headers_mut()
+                    .insert(header::RETRY_AFTER, HeaderValue::from_static("1"));
+            }
+            return resp;
+        }
+    }
+    let req: CompletionBody = match parse_json(&body) {
+        Ok(r) => r,
+        Err(r) => return r.into_response(),
+    };
+    if let Err(r) = check_model(&s, req.model.as_deref()) {
+        return r.into_response();
+    }
+    let mut sink = PromptSink::new();
+    if let Err(r) = tokenize_prompt(
+        endpoint,
+        req.messages.as_deref(),
+        req.prompt.as_ref(),
+        req.add_generation_prompt.unwrap_or(true),
+        &mut sink,
+    ) {
+        return r.into_response();
+    }
+    let (prompt_tokens, blocks, _) = sink.finish();
+    if prompt_tokens == 0 {
+        return bad_request("The prompt must contain at least one token.").into_response();
+    }
+    let max_len = s.cfg.max_model_len;
+    let what = match endpoint {
+        Endpoint::Chat => "messages",
+        Endpoint::Completion => "prompt",
+    };
+    let max_tokens = match req.max_completion_tokens.or(req.max_tokens) {
+        Some(0) => return bad_request("max_tokens must be at least 1, got 0.").into_response(),
+        Some(m) => {
+            if prompt_tokens.saturating_add(m) > max_len {
+                return bad_request(&format!(
+                    "This model's maximum context length is {max_len} tokens. However, you requested {} tokens ({prompt_tokens} in the {what}, {m} in the completion). Please reduce the length of the {what} or completion.",
+                    prompt_tokens.saturating_add(m)
+                ))
+                .into_response();
+            }
+            m
+        }
+        None => {
+            if prompt_tokens >= max_len {
+                return bad_request(&format!(
+                    "This model's maximum context length is {max_len} tokens. However, your request has {prompt_tokens} input tokens. Please reduce the length of the input {what}."
+                ))
+                .into_response();
+            }
+            max_len - prompt_tokens
+        }
+    };
+    let stream = req.stream.unwrap_or(false);
+    let (include_usage, continuous) = match &req.stream_options {
+        Some(o) if stream => {
+            let inc = o.include_usage.unwrap_or(false);
+            (
+                inc,
+                inc && s.cfg.continuous_usage && o.continuous_usage_stats.unwrap_or(false),
+            )
+        }
+        _ => (false, false),
+    };
+    let midstream_fault = stream && {
+        let every = u64::from(s.cfg.fault_midstream_every);
+        every > 0 && (s.stream_counter.fetch_add(1, Relaxed) + 1) % every == 0
+    };
+    let seq = s.next_seq.fetch_add(1, Relaxed) + 1;
+    let mut new = NewRequest {
+        seq,
+        endpoint,
+        created: unix_now(),
+        received_at,
+        prompt_tokens,
+        blocks,
+        max_tokens,
+        ignore_eos: req.ignore_eos.unwrap_or(false),
+        include_usage,
+        continuous_usage: continuous,
+        midstream_fault,
+        sink: Sink::Unary(None),
+    };
+    S::add(&s.stats.requests_received, 1);
+    tracing::debug!(seq, prompt_tokens, max_tokens, stream, "request accepted");
+    if stream {
+        let (tx, mut rx) = mpsc::unbounded_channel::<(Bytes, u32)>();
+        new.sink = Sink::Stream(tx);
+        if s.engine.send(new).is_err() {
+            return engine_gone();
+        }
+        let shared = s.clone();
+        let body = futures_util::stream::poll_fn(move |cx| {
+            rx.poll_recv(cx).map(|o| {
+                o.map(|(bytes, tokens)| {
+                    // hyper writes a frame right after taking it from the body, so this is the
+                    // moment the tokens leave the simulator: the ground-truth emission time.
+                    if tokens > 0 && shared.cfg.record_truth {
+                        shared
+                            .truth_log()
+                            .record_emission(seq, Instant::now(), tokens);
+                    }
+                    Ok::<Bytes, Infallible>(bytes)
+                })
+            })
+        });
+        let mut resp = Response::new(Body::from_stream(body));
+        let h = resp.headers_mut();
+        h.insert(
+            header::CONTENT_TYPE,
+            HeaderValue::from_static("text/event-stream; charset=utf-8"),
+        );
+        h.insert(header::CACHE_CONTROL, HeaderValue::from_static("no-cache"));
+        resp
+    } else {
+        let (tx, rx) = oneshot::channel::<Bytes>();
+        new.sink = Sink::Unary(Some(tx));
+        if s.engine.send(new).is_err() {
+            return engine_gone();
+        }
+        match rx.await {
+            Ok(body) => {
+                let mut resp = Response::new(Body::from(body));
+                resp.headers_mut().insert(
+                    header::CONTENT_TYPE,
+                    HeaderValue::from_static("application/json"),
+                );
+                resp
+            }
+            Err(_) => engine_gone(),
+        }
+    }
+}
+
+fn engine_gone() -> Response {
+    vllm_error(
+        StatusCode::SERVICE_UNAVAILABLE,
+        "ServiceUnavailableError",
+        "The simulator engine is shutting down.",
+    )
+    .into_response()
+}
+
+async fn tokenize(State(s): State<AppState>, headers: HeaderMap, body: Bytes) -> Response {
+    if let Err(r) = check_auth(&s, &headers) {
+        return r.into_response();
+    }
+    let req: TokenizeBody = match parse_json(&body) {
+        Ok(r) => r,
+        Err(r) => return r.into_response(),
+    };
+    if let Err(r) = check_model(&s, req.model.as_deref()) {
+        return r.into_response();
+    }
+    let endpoint = if req.messages.is_some() {
+        Endpoint::Chat
+    } else if req.prompt.is_some() {
+        Endpoint::Completion
+    } else {
+        return bad_request("Either `prompt` or `messages` is required.").into_response();
+    };
+    let mut ids: Vec<u32> = Vec::new();
+    if let Err(r) = tokenize_prompt(
+        endpoint,
+        req.messages.as_deref(),
+        req.prompt.as_ref(),
+        req.add_generation_prompt.unwrap_or(true),
+        &mut ids,
+    ) {
+        return r.into_response();
+    }
+    let body = serde_json::json!({
+        "count": ids.len(),
+        "max_model_len": s.cfg.max_model_len,
+        "tokens": ids,
+        "token_strs": null,
+    });
+    json_response(StatusCode::OK, body.to_string())
+}
+
+async fn models(State(s): State<AppState>, headers: HeaderMap) -> Response {
+    if let Err(r) = check_auth(&s, &headers) {
+        return r.into_response();
+    }
+    let body = serde_json::json!({
+        "object": "list",
+        "data": [{
+            "id": s.cfg.model,
+            "object": "model",
+            "created": s.started_unix,
+            "owned_by": "servebench-sim",
+            "root": s.cfg.model,
+            "parent": null,
+            "max_model_len": s.cfg.max_model_len,
+            "permission": [],
+        }],
+    });
+    json_response(StatusCode::OK, body.to_string())
+}
+
+async fn health() -> StatusCode {
+    StatusCode::OK
+}
+
+async fn version(State(s): State<AppState>, headers: HeaderMap) -> Response {
+    if let Err(r) = check_auth(&s, &headers) {
+        return r.into_response();
+    }
+    let body = serde_json::json!({
+        "version": format!("servebench-sim {}", env!("CARGO_PKG_VERSION")),
+    });
+    json_response(StatusCode::OK, body.to_string())
+}
+
+async fn not_found() -> Response {
+    (
+        StatusCode::NOT_FOUND,
+        [(header::CONTENT_TYPE, "application/json")],
+        "{\"detail\":\"Not Found\"}",
+    )
+        .into_response()
+}

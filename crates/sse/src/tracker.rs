@@ -1,0 +1,451 @@
+//! Per-request token accounting and timing (pure: the caller supplies every `Instant`).
+//!
+//! Definitions follow the seed tool's per-request sample (seed spec §4.1,
+//! `shared/reference/llm-decode-bench-spec.md`), with the corrections listed on
+//! [`RequestTracker`]: tokens are counted from cumulative usage when the server sends it (several
+//! tokens per chunk under speculative decoding), otherwise one per token event.
+
+use std::time::Instant;
+
+use crate::decode::{decode_event, Chunk, Decoded, Timings};
+use crate::framer::SseEvent;
+
+/// Error message of a request whose body ended normally without any output token.
+pub const ERR_NO_OUTPUT: &str = "stream ended without any output token";
+/// Error message of a request whose body ended normally after tokens but without `[DONE]` and
+/// without a `finish_reason`.
+pub const ERR_NO_DONE: &str = "stream ended before [DONE]";
+/// Error message of a request whose body was interrupted (transport error) before `[DONE]`, when no
+/// other error was recorded. Callers usually replace it with the transport error text.
+pub const ERR_INTERRUPTED: &str = "stream interrupted before [DONE]";
+
+/// Per-request token accounting and timing.
+///
+/// Feed it every decoded payload of one response, in arrival order, with the payload's arrival
+/// time ([`SseEvent::at`]); then [`finish`](Self::finish) it into a [`RequestRecord`]. It never
+/// reads a clock.
+///
+/// Rules (seed spec §4.1, made exact):
+/// * A **token event** is a chunk with [`Chunk::token_event`] (non-empty content, reasoning or
+///   tool calls). Role-only chunks, `content: ""` / `null`, usage-only chunks, comments and
+///   `[DONE]` are never token events.
+/// * The **counted total** starts at 0. A token event without usage adds exactly 1. Any event
+///   carrying `usage.completion_tokens = u` sets `total = max(total, u)`: usage is cumulative and is
+///   never summed, so totals never decrease (vLLM speculative decoding 3→5→7 counts 7).
+/// * **First token time** = arrival of the first event that is a token event or that raised the
+///   counted total (usage grew while the visible text was empty). **Second token time** = arrival
+///   of the event at which the counted total first reached ≥ 2 (equal to the first with
+///   multi-token chunks). **Last token time** = arrival of the last event that raised the total.
+/// * **Continuous usage**: at least 2 token events, every token event carried
+///   `usage.completion_tokens`, and the values are consistent with cumulative counting (see
+///   [`RequestRecord::nonmonotonic_usage`]).
+#[derive(Clone, Debug)]
+pub struct RequestTracker {
+    sent_at: Instant,
+    total: u64,
+    first_token_at: Option<Instant>,
+    second_token_at: Option<Instant>,
+    last_token_at: Option<Instant>,
+    first_token_event_at: Option<Instant>,
+    prev_token_event_at: Option<Instant>,
+    last_token_event_at: Option<Instant>,
+    first_content_at: Option<Instant>,
+    token_events: u64,
+    usage_token_events: u64,
+    reasoning_token_events: u64,
+    last_usage: Option<u64>,
+    max_usage: Option<u64>,
+    nonmonotonic_usage: bool,
+    prompt_tokens: Option<u64>,
+    cached_tokens: Option<u64>,
+    reasoning_tokens: Option<u64>,
+    finish_reason: Option<String>,
+    timings: Option<Timings>,
+    done: bool,
+    error: Option<String>,
+    response_id: Option<String>,
+}
+
+impl RequestTracker {
+    /// A tracker for a request sent at `sent_at` (monotonic time taken just before the request was
+    /// written; the TTFT reference, seed spec §4.1 `t0`).
+    pub fn new(sent_at: Instant) -> Self {
+        RequestTracker {
+            sent_at,
+            total: 0,
+            first_token_at: None,
+            second_token_at: None,
+            last_token_at: None,
+            first_token_event_at: None,
+            prev_token_event_at: None,
+            last_token_event_at: None,
+            first_content_at: None,
+            token_events: 0,
+            usage_token_events: 0,
+            reasoning_token_events: 0,
+            last_usage: None,
+            max_usage: None,
+            nonmonotonic_usage: false,
+            prompt_tokens: None,
+            cached_tokens: None,
+            reasoning_tokens: None,
+            finish_reason: None,
+            timings: None,
+            done: false,
+            error: None,
+            response_id: None,
+        }
+    }
+
+    /// Apply one decoded payload that arrived at `at`. Returns how many tokens this event added to
+    /// the counted total (0 for non-token events, 1 for a token event without usage, the usage
+    /// growth for an event with usage — possibly several under speculative decoding).
+    ///
+    /// * [`Decoded::Done`] marks the stream done (`[DONE]` seen).
+    /// * [`Decoded::Error`] fails the request with `"stream error: <message> (<code>)"`; the first
+    ///   error is kept.
+    /// * [`Decoded::Malformed`] fails the request with `"malformed SSE payload: <reason>"`, except
+    ///   an empty / whitespace-only payload, which is ignored.
+    pub fn apply(&mut self, d: &Decoded<'_>, at: Instant) -> u64 {
+        match d {
+            Decoded::Chunk(c) => self.apply_chunk(c, at),
+            Decoded::Done => {
+                self.done = true;
+                0
+            }
+            Decoded::Error { message, code } => {
+                if self.error.is_none() {
+                    self.error = Some(match code {
+                        Some(code) => format!("stream error: {message} ({code})"),
+                        None => format!("stream error: {message}"),
+                    });
+                }
+                0
+            }
+            Decoded::Malformed { reason } => {
+                if !d.is_empty_payload() && self.error.is_none() {
+                    self.error = Some(format!("malformed SSE payload: {reason}"));
+                }
+                0
+            }
+        }
+    }
+
+    /// Decode `ev` with [`decode_event`] (so `event: error` fails the request) and
+    /// [`apply`](Self::apply) it at `ev.at`. Returns the tokens added.
+    pub fn apply_event(&mut self, ev: &SseEvent<'_>) -> u64 {
+        self.apply(&decode_event(ev), ev.at)
+    }
+
+    fn apply_chunk(&mut self, c: &Chunk<'_>, at: Instant) -> u64 {
+        if self.response_id.is_none() {
+            if let Some(id) = c.id.as_deref().filter(|s| !s.is_empty()) {
+                self.response_id = Some(id.to_owned());
+            }
+        }
+        if let Some(f) = c.finish_reason.as_deref().filter(|s| !s.is_empty()) {
+            if self.finish_reason.as_deref() != Some(f) {
+                self.finish_reason = Some(f.to_owned());
+            }
+        }
+        if c.timings.is_some() {
+            self.timings = c.timings;
+        }
+        let usage_completion = c.usage.and_then(|u| u.completion_tokens);
+        if let Some(u) = c.usage {
+            self.prompt_tokens = u.prompt_tokens.or(self.prompt_tokens);
+            self.cached_tokens = u.cached_tokens.or(self.cached_tokens);
+            self.reasoning_tokens = u.reasoning_tokens.or(self.reasoning_tokens);
+        }
+
+        let before = self.total;
+        if c.token_event {
+            self.token_events += 1;
+            if self.first_token_event_at.is_none() {
+                self.first_token_event_at = Some(at);
+            }
+            self.prev_token_event_at = self.last_token_event_at;
+            self.last_token_event_at = Some(at);
+            if c.reasoning_only {
+                self.reasoning_token_events += 1;
+            } else if self.first_content_at.is_none() {
+                self.first_content_at = Some(at);
+            }
+            if usage_completion.is_some() {
+                self.usage_token_events += 1;
+            } else {
+                self.total += 1;
+            }
+        }
+        if let Some(u) = usage_completion {
+            if self.max_usage.is_some_and(|m| u < m) {
+                self.nonmonotonic_usage = true; // decreased: per-delta counts (vLLM #9357)
+            }
+            if c.token_event && u < self.token_events {
+                // cumulative usage cannot be below the number of token events so far:
+                // the values are per-delta (vLLM #9357, e.g. 1, 1, 1, ...)
+                self.nonmonotonic_usage = true;
+            }
+            self.max_usage = Some(self.max_usage.map_or(u, |m| m.max(u)));
+            self.last_usage = Some(u);
+            self.total = self.total.max(u);
+        }
+        let added = self.total - before;
+        if (c.token_event || added > 0) && self.first_token_at.is_none() {
+            self.first_token_at = Some(at);
+        }
+        if added > 0 {
+            self.last_token_at = Some(at);
+            if self.second_token_at.is_none() && self.total >= 2 {
+                self.second_token_at = Some(at);
+            }
+        }
+        added
+    }
+
+    /// Counted output tokens so far (never decreases). Units: tokens.
+    pub fn tokens(&self) -> u64 {
+        self.total
+    }
+
+    /// Arrival of the first output token (see the type-level definition), if any yet.
+    pub fn first_token_at(&self) -> Option<Instant> {
+        self.first_token_at
+    }
+
+    /// Arrival of the last event that raised the counted total, if any yet.
+    pub fn last_token_at(&self) -> Option<Instant> {
+        self.last_token_at
+    }
+
+    /// Number of token events (chunks with token text) so far.
+    pub fn token_events(&self) -> u64 {
+        self.token_events
+    }
+
+    /// Arrival of the most recent token event, if any.
+    pub fn last_token_event_at(&self) -> Option<Instant> {
+        self.last_token_event_at
+    }
+
+    /// Arrival of the token event before the most recent one, if any (the pair gives the latest
+    /// chunk gap).
+    pub fn previous_token_event_at(&self) -> Option<Instant> {
+        self.prev_token_event_at
+    }
+
+    /// The last `usage.completion_tokens` seen, if any. Units: tokens.
+    pub fn usage_completion_tokens(&self) -> Option<u64> {
+        self.last_usage
+    }
+
+    /// `true` once `[DONE]` was seen.
+    pub fn is_done(&self) -> bool {
+        self.done
+    }
+
+    /// The first in-stream error (error payload or malformed payload), if any.
+    pub fn error(&self) -> Option<&str> {
+        self.error.as_deref()
+    }
+
+    /// Close the request at `end` (monotonic time the body ended or was cut).
+    ///
+    /// * `clean_eof`: the body ended normally (no transport error, not cancelled).
+    /// * `cancelled`: the caller cut the stream (measurement window closed). A cancelled request is
+    ///   never completed and the end-of-stream checks below are not applied (a partial request is
+    ///   not an error); an error payload received before the cut is still reported.
+    ///
+    /// Outcome when not cancelled: an in-stream error → failed; otherwise, if no output token was
+    /// counted → failed with [`ERR_NO_OUTPUT`] (covers `data: [DONE]` alone and role-then-`[DONE]`);
+    /// otherwise `[DONE]` seen → completed; otherwise a clean end with a `finish_reason` → completed
+    /// (TGI style); a clean end without either → failed with [`ERR_NO_DONE`]; an interrupted body
+    /// → failed with [`ERR_INTERRUPTED`].
+    pub fn finish(self, end: Instant, clean_eof: bool, cancelled: bool) -> RequestRecord {
+        let mut error = self.error;
+        let mut completed = false;
+        if !cancelled && error.is_none() {
+            if self.total == 0 {
+                error = Some(ERR_NO_OUTPUT.to_owned());
+            } else if self.done || (clean_eof && self.finish_reason.is_some()) {
+                completed = true;
+            } else if clean_eof {
+                error = Some(ERR_NO_DONE.to_owned());
+            } else {
+                error = Some(ERR_INTERRUPTED.to_owned());
+            }
+        }
+        let usage_below_count = self.last_usage.is_some_and(|u| u < self.total);
+        let continuous_usage = self.token_events >= 2
+            && self.usage_token_events == self.token_events
+            && !self.nonmonotonic_usage;
+        RequestRecord {
+            sent_at: self.sent_at,
+            first_token_at: self.first_token_at,
+            second_token_at: self.second_token_at,
+            last_token_at: self.last_token_at,
+            first_token_event_at: self.first_token_event_at,
+            last_token_event_at: self.last_token_event_at,
+            first_content_at: self.first_content_at,
+            end_at: end,
+            output_tokens: self.total,
+            counted_tokens: self.total,
+            usage_completion_tokens: self.last_usage,
+            token_events: self.token_events,
+            usage_token_events: self.usage_token_events,
+            reasoning_token_events: self.reasoning_token_events,
+            continuous_usage,
+            nonmonotonic_usage: self.nonmonotonic_usage,
+            usage_below_count,
+            prompt_tokens: self.prompt_tokens,
+            cached_tokens: self.cached_tokens,
+            reasoning_tokens: self.reasoning_tokens,
+            finish_reason: self.finish_reason,
+            timings: self.timings,
+            done: self.done,
+            completed,
+            cancelled,
+            error,
+            response_id: self.response_id,
+        }
+    }
+}
+
+/// The outcome of one streamed request: timestamps (monotonic `Instant`s supplied by the caller),
+/// token counts (tokens) and status. Derived metrics are methods returning seconds or tokens/s.
+#[derive(Clone, Debug, PartialEq)]
+pub struct RequestRecord {
+    /// When the request was sent (seed spec §4.1 `t0`).
+    pub sent_at: Instant,
+    /// First output token (§4.1 `t1`): first token event or first event that raised the counted
+    /// total. `None` if no token arrived.
+    pub first_token_at: Option<Instant>,
+    /// Event at which the counted total first reached ≥ 2 (TTST reference, §4.1 `t2`).
+    pub second_token_at: Option<Instant>,
+    /// Last event that raised the counted total (§4.1 `tL`). Never the cancellation or close time.
+    pub last_token_at: Option<Instant>,
+    /// First token event (chunk with token text).
+    pub first_token_event_at: Option<Instant>,
+    /// Last token event (chunk with token text).
+    pub last_token_event_at: Option<Instant>,
+    /// First token event with answer content (not reasoning only): time to first answer content.
+    pub first_content_at: Option<Instant>,
+    /// When the body ended or was cut (the `end` given to [`RequestTracker::finish`]).
+    pub end_at: Instant,
+    /// Output tokens `N` (§4.1): the last usage `completion_tokens` when usage was seen and it is
+    /// ≥ the counted total, else the counted total (then `usage_below_count` is set). Because
+    /// usage only ever raises the counted total, this equals `counted_tokens`.
+    pub output_tokens: u64,
+    /// Counted total: max of the cumulative usage values and of one-per-token-event counting.
+    pub counted_tokens: u64,
+    /// The last `usage.completion_tokens` seen in the stream, if any.
+    pub usage_completion_tokens: Option<u64>,
+    /// Number of token events (chunks with non-empty content, reasoning or tool calls).
+    pub token_events: u64,
+    /// Token events that carried `usage.completion_tokens`.
+    pub usage_token_events: u64,
+    /// Token events whose text was reasoning only.
+    pub reasoning_token_events: u64,
+    /// Every token event (≥ 2 of them) carried cumulative usage: per-token timing from usage is
+    /// trustworthy (the seed's continuous-usage headline).
+    pub continuous_usage: bool,
+    /// Usage values were not cumulative: a value lower than an earlier usage value, or a token
+    /// event whose usage was lower than the number of token events so far (per-delta counts, the
+    /// vLLM #9357 bug).
+    pub nonmonotonic_usage: bool,
+    /// The last usage value was below the counted total (server usage undercounts the stream).
+    pub usage_below_count: bool,
+    /// `usage.prompt_tokens` from the last usage that had it; `None` when never reported.
+    pub prompt_tokens: Option<u64>,
+    /// `usage.prompt_tokens_details.cached_tokens` from the last usage that had it.
+    pub cached_tokens: Option<u64>,
+    /// `usage.completion_tokens_details.reasoning_tokens` from the last usage that had it.
+    pub reasoning_tokens: Option<u64>,
+    /// Last non-empty `finish_reason`.
+    pub finish_reason: Option<String>,
+    /// Last llama.cpp `timings` object seen.
+    pub timings: Option<Timings>,
+    /// `[DONE]` was seen.
+    pub done: bool,
+    /// The request completed: not cancelled, no error, ≥ 1 output token, and `[DONE]` seen (or a
+    /// clean end of body with a `finish_reason`).
+    pub completed: bool,
+    /// The caller cut the stream (window closed).
+    pub cancelled: bool,
+    /// Why the request failed; `None` for completed and for cancelled-without-error requests.
+    pub error: Option<String>,
+    /// First non-empty response `id`.
+    pub response_id: Option<String>,
+}
+
+fn secs(from: Instant, to: Instant) -> f64 {
+    to.saturating_duration_since(from).as_secs_f64()
+}
+
+impl RequestRecord {
+    /// `true` when the request failed (`error` is set).
+    pub fn failed(&self) -> bool {
+        self.error.is_some()
+    }
+
+    /// Time to first token in seconds: `first_token_at − sent_at` (§4.1 `ttft = t1 − t0`).
+    pub fn ttft_s(&self) -> Option<f64> {
+        Some(secs(self.sent_at, self.first_token_at?))
+    }
+
+    /// Time to second token in seconds: `second_token_at − first_token_at` (§4.1 `t2 − t1`); needs
+    /// ≥ 2 output tokens. 0 when the first chunk already carried ≥ 2 tokens.
+    pub fn ttst_s(&self) -> Option<f64> {
+        Some(secs(self.first_token_at?, self.second_token_at?))
+    }
+
+    /// Request latency in seconds: `last_token_at − sent_at` (§4.1 `tL − t0`); completed requests
+    /// only.
+    pub fn latency_s(&self) -> Option<f64> {
+        if !self.completed {
+            return None;
+        }
+        Some(secs(self.sent_at, self.last_token_at?))
+    }
+
+    /// Mean inter-token latency in seconds: `(last_token_at − first_token_at) / (output_tokens − 1)`
+    /// (§4.1 ITL); needs `output_tokens ≥ 2` and `last > first`. Partial (cancelled) requests are
+    /// allowed. The first token's wait (TTFT) is never part of it.
+    pub fn itl_s(&self) -> Option<f64> {
+        let (first, last) = (self.first_token_at?, self.last_token_at?);
+        if self.output_tokens < 2 || last <= first {
+            return None;
+        }
+        Some(secs(first, last) / (self.output_tokens - 1) as f64)
+    }
+
+    /// Mean gap between token events in seconds:
+    /// `(last_token_event_at − first_token_event_at) / (token_events − 1)` (§4.1 chunk ITL); needs
+    /// ≥ 2 token events. Larger than [`itl_s`](Self::itl_s) when chunks carry several tokens.
+    pub fn chunk_itl_s(&self) -> Option<f64> {
+        if self.token_events < 2 {
+            return None;
+        }
+        let (first, last) = (self.first_token_event_at?, self.last_token_event_at?);
+        Some(secs(first, last) / (self.token_events - 1) as f64)
+    }
+
+    /// Decode rate seen by this user in tokens/s: `1 / itl_s` (§4.1 `output_tps_per_user`).
+    pub fn output_tps_per_user(&self) -> Option<f64> {
+        let itl = self.itl_s()?;
+        (itl > 0.0).then(|| 1.0 / itl)
+    }
+
+    /// End-to-end output rate in tokens/s: `output_tokens / (last_token_at − sent_at)`; completed
+    /// requests only (§4.1 `e2e_output_tps_per_user`).
+    pub fn e2e_output_tps_per_user(&self) -> Option<f64> {
+        let latency = self.latency_s()?;
+        (latency > 0.0 && self.output_tokens > 0).then(|| self.output_tokens as f64 / latency)
+    }
+
+    /// Time to first answer content in seconds: `first_content_at − sent_at` (for reasoning models
+    /// this excludes the thinking phase; TTFT does not).
+    pub fn ttfc_s(&self) -> Option<f64> {
+        Some(secs(self.sent_at, self.first_content_at?))
+    }
+}
