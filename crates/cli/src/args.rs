@@ -30,6 +30,8 @@ pub enum Command {
     Report(FileArgs),
     /// Check a results JSON file against servebench's JSON Schema.
     Validate(FileArgs),
+    /// Measure the client's own CPU and memory cost against a simulator process.
+    Selftest(crate::selftest::SelftestArgs),
 }
 
 /// A results file argument.
@@ -57,6 +59,18 @@ pub enum TargetingArg {
     Exact,
     /// Calibrated chars/token estimate.
     Estimate,
+}
+
+/// Which number heads a prefill row.
+#[derive(Clone, Copy, Debug, ValueEnum, PartialEq, Eq)]
+pub enum PrefillMetricArg {
+    /// Client prompt_tokens / TTFT (aliases: ttft, aiperf).
+    #[value(alias = "ttft", alias = "aiperf")]
+    Client,
+    /// Client headline plus server-side validation from Prometheus counters.
+    Auto,
+    /// Server Prometheus prefill counters as the headline.
+    Prometheus,
 }
 
 /// Flags of `servebench run`.
@@ -90,7 +104,7 @@ pub struct RunArgs {
     #[arg(long)]
     pub contexts: Option<String>,
     /// Measured window per cell, s [default: 30; simulator: 5].
-    #[arg(long)]
+    #[arg(long, allow_negative_numbers = true)]
     pub duration: Option<f64>,
     /// max_tokens of every decode request.
     #[arg(long, default_value_t = 2048)]
@@ -99,23 +113,26 @@ pub struct RunArgs {
     #[arg(long)]
     pub respect_eos: bool,
     /// Sampling temperature sent with every request (default: the server's).
-    #[arg(long)]
+    #[arg(long, allow_negative_numbers = true)]
     pub temperature: Option<f64>,
     /// Hidden C=1 decode warmup at the largest runnable context, s (0 disables it).
-    #[arg(long, default_value_t = 3.0)]
+    #[arg(long, default_value_t = 3.0, allow_negative_numbers = true)]
     pub decode_warmup_seconds: f64,
     /// Readiness timeout per cell, s, counted after the scout (0 = auto: 60 s, 120 s at ≥64k, 180 s at ≥128k).
-    #[arg(long, default_value_t = 0.0)]
+    #[arg(long, default_value_t = 0.0, allow_negative_numbers = true)]
     pub cell_warmup_timeout_seconds: f64,
     /// How long readiness (every stream producing) must hold before the window opens, s.
-    #[arg(long, default_value_t = 3.0)]
+    #[arg(long, default_value_t = 3.0, allow_negative_numbers = true)]
     pub stable_seconds: f64,
     /// Pause between cells, s (lets the server drain).
-    #[arg(long, default_value_t = 1.0)]
+    #[arg(long, default_value_t = 1.0, allow_negative_numbers = true)]
     pub cell_pause_seconds: f64,
-    /// KV-cache budget in tokens: cells with C × (ctx + max_tokens) above it are skipped (skipped_capacity).
+    /// KV-cache budget in tokens (overrides detection): cells with C × (ctx + max_tokens) above it are skipped (skipped_capacity).
     #[arg(long, default_value_t = 0)]
     pub kv_budget: u64,
+    /// Context-parallel (DCP/CP) size to multiply a per-rank KV budget reported by the server (0 = detect).
+    #[arg(long, env = "SERVEBENCH_DCP_SIZE", default_value_t = 0)]
+    pub dcp_size: u64,
     /// Print raw tok/s of capacity-limited cells instead of ∅.
     #[arg(long)]
     pub show_capacity_limited_values: bool,
@@ -134,6 +151,41 @@ pub struct RunArgs {
     /// Do not record prefill rows (the scouts still run).
     #[arg(long)]
     pub skip_prefill: bool,
+    /// Prefill contexts, `k` = ×1024: extra scout-only contexts (default mode) or the profile contexts
+    /// (--standalone-prefill); contexts that do not fit the model are reported as skipped
+    /// [default: 8k,64k,128k; simulator: 16k].
+    #[arg(long)]
+    pub prefill_contexts: Option<String>,
+    /// Repeated cold prefill samples per context before decode (median reported).
+    #[arg(long)]
+    pub standalone_prefill: bool,
+    /// Run the standalone prefill profile, then stop (no decode).
+    #[arg(long, conflicts_with = "skip_prefill")]
+    pub prefill_only: bool,
+    /// Sampling time per standalone prefill context, s (at least one sample is always taken).
+    #[arg(long, default_value_t = 10.0, allow_negative_numbers = true)]
+    pub prefill_duration: f64,
+    /// Prefill headline: client (prompt_tokens / TTFT), auto (client plus Prometheus validation), prometheus (server counters).
+    #[arg(long, value_enum, default_value_t = PrefillMetricArg::Client)]
+    pub prefill_metric: PrefillMetricArg,
+    /// Request-count mode: N measured requests per cell replace the sustained window (Burst / E2E as the primary layer).
+    #[arg(long, default_value_t = 0)]
+    pub request_count: u64,
+    /// Discarded requests before each request-count cell (needs --request-count).
+    #[arg(long, default_value_t = 0, requires = "request_count")]
+    pub warmup_request_count: u64,
+    /// After the sustained matrix, run a Burst / E2E matrix (finite batches, final usage only).
+    #[arg(long)]
+    pub run_burst: bool,
+    /// Measured requests per burst cell (0 = max(C, C × --burst-requests-per-concurrency)).
+    #[arg(long, default_value_t = 0)]
+    pub burst_request_count: u64,
+    /// Discarded warmup requests per burst cell (0 = C).
+    #[arg(long, default_value_t = 0)]
+    pub burst_warmup_request_count: u64,
+    /// Multiplier for the automatic burst size (≥ 1).
+    #[arg(long, default_value_t = 5)]
+    pub burst_requests_per_concurrency: u64,
     /// Results JSON path.
     #[arg(long, short, default_value = "benchmark_results.json")]
     pub output: PathBuf,
@@ -184,6 +236,16 @@ impl RunArgs {
             }
         }
         let stable = positive_secs("stable-seconds", self.stable_seconds)?;
+        if self.burst_requests_per_concurrency == 0 {
+            bail!("--burst-requests-per-concurrency must be ≥ 1");
+        }
+        let prefill_contexts =
+            parse_contexts(self.prefill_contexts.as_deref().unwrap_or(if embedded {
+                "16k"
+            } else {
+                "8k,64k,128k"
+            }))
+            .context("--prefill-contexts")?;
         let calibration_context = servebench_core::plan::parse_context(&self.calibration_context)
             .context("--calibration-context")?;
 
@@ -218,9 +280,16 @@ impl RunArgs {
             "cell_warmup_timeout_seconds": self.cell_warmup_timeout_seconds,
             "stable_seconds": self.stable_seconds,
             "kv_budget": self.kv_budget,
+            "dcp_size": self.dcp_size,
             "seed": self.seed,
             "token_targeting": format!("{:?}", self.token_targeting).to_lowercase(),
             "skip_prefill": self.skip_prefill,
+            "prefill_contexts": prefill_contexts,
+            "standalone_prefill": self.standalone_prefill,
+            "prefill_only": self.prefill_only,
+            "prefill_metric": format!("{:?}", self.prefill_metric).to_lowercase(),
+            "request_count": self.request_count,
+            "run_burst": self.run_burst,
             "embedded_simulator": sim.is_some(),
         });
         let cfg = RunConfig {
@@ -243,6 +312,7 @@ impl RunArgs {
             stable_window: stable,
             cell_pause: positive_secs("cell-pause-seconds", self.cell_pause_seconds)?,
             kv_budget: self.kv_budget,
+            dcp_size: self.dcp_size,
             show_capacity_limited_values: self.show_capacity_limited_values,
             seed: self.seed,
             targeting: match self.token_targeting {
@@ -256,7 +326,28 @@ impl RunArgs {
             } else {
                 CalibrationCache::user_default()
             },
-            skip_prefill: self.skip_prefill,
+            prefill: servebench_core::runner::PrefillConfig {
+                contexts: prefill_contexts.clone(),
+                standalone: self.standalone_prefill || self.prefill_only,
+                only: self.prefill_only,
+                skip: self.skip_prefill,
+                duration: positive_secs("prefill-duration", self.prefill_duration)?,
+                metric: match self.prefill_metric {
+                    PrefillMetricArg::Client => servebench_core::prefill::PrefillMetric::Client,
+                    PrefillMetricArg::Auto => servebench_core::prefill::PrefillMetric::Auto,
+                    PrefillMetricArg::Prometheus => {
+                        servebench_core::prefill::PrefillMetric::Prometheus
+                    }
+                },
+            },
+            burst: servebench_core::runner::BurstConfig {
+                request_count: self.request_count,
+                warmup_request_count: self.warmup_request_count,
+                run_burst: self.run_burst,
+                burst_request_count: self.burst_request_count,
+                burst_warmup_request_count: self.burst_warmup_request_count,
+                burst_requests_per_concurrency: self.burst_requests_per_concurrency,
+            },
             args_snapshot,
         };
         Ok((cfg, sim))

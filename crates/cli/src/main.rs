@@ -6,6 +6,7 @@
 
 mod args;
 mod live;
+mod selftest;
 
 use std::io::Write as _;
 use std::process::ExitCode;
@@ -49,6 +50,7 @@ fn main() -> ExitCode {
             Command::Sim(a) => cmd_sim(a).await,
             Command::Report(a) => cmd_report(a),
             Command::Validate(a) => cmd_validate(a),
+            Command::Selftest(a) => selftest::run(a).await.map(|()| ExitCode::SUCCESS),
         }
     });
     match result {
@@ -107,19 +109,22 @@ async fn cmd_run(a: RunArgs) -> anyhow::Result<ExitCode> {
     drop(sim);
     let results = results.map_err(|e| anyhow::anyhow!(e))?;
 
-    servebench_report::write_json(&results, &output)
-        .with_context(|| format!("cannot write {}", output.display()))?;
+    // When the file cannot be written, still print the report so the measurements are not lost.
+    let written = servebench_report::write_json(&results, &output)
+        .with_context(|| format!("cannot write {}", output.display()));
     let text = servebench_report::render_text(
         &results,
         &servebench_report::ReportOptions {
             show_capacity_limited_values: results.metadata.show_capacity_limited_values,
-            json_path: Some(output.display().to_string()),
+            json_path: written.is_ok().then(|| output.display().to_string()),
         },
     );
     let mut stdout = std::io::stdout().lock();
     let _ = writeln!(stdout);
     let _ = stdout.write_all(text.as_bytes());
     let _ = stdout.flush();
+    drop(stdout);
+    written?;
     Ok(exit_code(&results))
 }
 
@@ -148,11 +153,17 @@ async fn cmd_sim(a: servebench_sim::SimConfig) -> anyhow::Result<ExitCode> {
         .try_init();
     let mut a = a;
     a.record_truth = false;
+    // Bind first so the line shows the actual address (`--port 0` picks an ephemeral port).
+    let sim = servebench_sim::Sim::start(a).await?;
     eprintln!(
-        "servebench sim: OpenAI-compatible simulator on http://{}:{} (model {:?}; Ctrl-C stops)",
-        a.host, a.port, a.model
+        "servebench sim: OpenAI-compatible simulator on {} (model {:?}; Ctrl-C stops)",
+        sim.base_url(),
+        sim.config().model
     );
-    servebench_sim::serve_forever(a).await?;
+    tokio::signal::ctrl_c()
+        .await
+        .context("waiting for Ctrl-C")?;
+    sim.shutdown();
     Ok(ExitCode::SUCCESS)
 }
 
@@ -198,10 +209,11 @@ fn cmd_validate(a: args::FileArgs) -> anyhow::Result<ExitCode> {
         for e in errors.iter().take(20) {
             eprintln!("{}: {e}", a.file.display());
         }
+        let n = errors.len();
+        let plural = if n == 1 { "" } else { "s" };
         eprintln!(
-            "error: {} violates the results schema ({} problems)",
-            a.file.display(),
-            errors.len()
+            "error: {} violates the results schema ({n} problem{plural})",
+            a.file.display()
         );
         Ok(ExitCode::FAILURE)
     }

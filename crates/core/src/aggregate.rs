@@ -42,6 +42,8 @@ pub fn sample_of(r: &RequestRecord, window_start: Option<Instant>) -> RequestSam
         finish_reason: r.finish_reason.clone(),
         response_id: r.response_id.clone(),
         sent_at_window_s: window_start.map(|w| signed_secs(r.sent_at, w)),
+        time_to_first_content: r.ttfc_s(),
+        reasoning_tokens: r.reasoning_tokens.map(|t| t.min(r.output_tokens)),
     }
 }
 
@@ -79,6 +81,10 @@ pub fn fill_request_stats(
     let ttst = col(&generated, &|r| r.ttst_s());
     let itl = col(&generated, &|r| r.itl_s());
     let citl = col(&generated, &|r| r.chunk_itl_s());
+    let ttfc = col(&generated, &|r| r.ttfc_s());
+    let reasoning = col(&generated, &|r| {
+        r.reasoning_tokens.map(|t| t.min(r.output_tokens) as f64)
+    });
     let tps = col(&generated, &|r| r.output_tps_per_user());
     let lat = col(&completed, &|r| r.latency_s());
     let e2e = col(&completed, &|r| r.e2e_output_tps_per_user());
@@ -150,6 +156,21 @@ pub fn fill_request_stats(
             cell.output_seq_len_p99,
         ) = (a, b, c, d)
     });
+    put(&ttfc, |a, b, c, d| {
+        (
+            cell.time_to_first_content_avg,
+            cell.time_to_first_content_p50,
+            cell.time_to_first_content_p90,
+            cell.time_to_first_content_p99,
+        ) = (a, b, c, d)
+    });
+    cell.reasoning_tokens_avg = reasoning.summary().map(|s| s.avg);
+    cell.early_stop_requests = Some(
+        completed
+            .iter()
+            .filter(|r| r.finish_reason.as_deref().is_some_and(|f| f != "length"))
+            .count() as u64,
+    );
     cell.request_count = generated.len() as u64;
     cell.completed_request_count = completed.len() as u64;
     cell.request_samples = generated

@@ -33,6 +33,9 @@ use crate::plan::CellSpec;
 use crate::procstat::process_cpu_seconds;
 use crate::stream::{run_stream, StreamHooks, StreamOutcome, WindowClock};
 use crate::target::HttpClient;
+use crate::telemetry::{
+    apply_window, server_readiness, Sampler, ServerReadiness, ServerSample, Telemetry, TimedScrape,
+};
 
 /// Margin between the readiness decision and the window start (see [`WindowClock::open_after`]).
 const WINDOW_MARGIN: Duration = Duration::from_millis(20);
@@ -40,6 +43,10 @@ const WINDOW_MARGIN: Duration = Duration::from_millis(20);
 const TICK: Duration = Duration::from_millis(10);
 /// Progress event period.
 const PROGRESS_EVERY: Duration = Duration::from_millis(250);
+/// A server sample older than this is stale (scrapes failing): readiness is not granted on it.
+const STALE_SAMPLE: Duration = Duration::from_secs(5);
+/// Scrape period of the server sampler (ramp-up readiness and window averages).
+const SAMPLE_EVERY: Duration = Duration::from_millis(500);
 /// Tick lag above which the cell carries a "client may be the bottleneck" warning, ms.
 const TICK_LAG_WARN_MS: f64 = 50.0;
 
@@ -93,17 +100,29 @@ pub struct CellOutcome {
 struct Shared {
     window: WindowClock,
     active: AtomicU64,
+    completed: AtomicU64,
     live_tokens: AtomicU64,
     first_error: Mutex<Option<String>>,
     outcomes: Mutex<Vec<StreamOutcome>>,
 }
 
-/// Runs one sustained cell. `run_cancel` is the run's Ctrl-C token.
+impl Shared {
+    fn failed(&self) -> bool {
+        self.first_error
+            .lock()
+            .map(|e| e.is_some())
+            .unwrap_or(false)
+    }
+}
+
+/// Runs one sustained cell. `run_cancel` is the run's Ctrl-C token; `telemetry` is `Some` when
+/// the server's metrics are usable.
 pub async fn run_sustained_cell(
     client: &HttpClient,
     settings: &CellSettings,
     job: CellJob,
     events: &EventSink,
+    telemetry: Option<&Telemetry>,
     run_cancel: &CancellationToken,
 ) -> CellOutcome {
     let c = job.spec.concurrency;
@@ -181,6 +200,7 @@ pub async fn run_sustained_cell(
     let shared = Arc::new(Shared {
         window: WindowClock::new(t_cell),
         active: AtomicU64::new(0),
+        completed: AtomicU64::new(0),
         live_tokens: AtomicU64::new(0),
         first_error: Mutex::new(None),
         outcomes: Mutex::new(Vec::new()),
@@ -213,6 +233,9 @@ pub async fn run_sustained_cell(
                     },
                 )
                 .await;
+                if out.record.completed {
+                    shared.completed.fetch_add(1, Ordering::Relaxed);
+                }
                 let failed = out.record.error.clone().filter(|_| !out.record.cancelled);
                 let cut = out.record.cancelled;
                 if let Ok(mut o) = shared.outcomes.lock() {
@@ -232,7 +255,9 @@ pub async fn run_sustained_cell(
         }));
     }
 
-    // 3. Readiness.
+    // 3. Readiness (client streams, plus the server's scheduler when metrics exist).
+    let sampler_stop = cell_cancel.child_token();
+    let sampler = telemetry.map(|t| Sampler::spawn(t.clone(), SAMPLE_EVERY, sampler_stop.clone()));
     let mut ticker = tokio::time::interval(TICK);
     ticker.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
     let mut stable_since: Option<Instant> = None;
@@ -248,27 +273,56 @@ pub async fn run_sustained_cell(
         last_live = (now, tokens);
         live_tps
     };
+    let mut last_sample_at: Option<Instant> = None;
+    let mut server_state: Option<ServerReadiness> = None;
+    let stable_s = settings.stable_window.as_secs_f64();
     let open = loop {
         ticker.tick().await;
         let now = Instant::now();
-        if run_cancel.is_cancelled()
-            || shared
-                .first_error
-                .lock()
-                .map(|e| e.is_some())
-                .unwrap_or(false)
-        {
+        if run_cancel.is_cancelled() || shared.failed() {
             break false;
         }
         let active = shared.active.load(Ordering::Relaxed);
         let client_ok = active >= c;
-        if client_ok {
+        if let Some(sm) = &sampler {
+            match sm.latest() {
+                Some(smp) if now.saturating_duration_since(smp.at) <= STALE_SAMPLE => {
+                    if last_sample_at != Some(smp.at) {
+                        last_sample_at = Some(smp.at);
+                        let generating = shared.live_tokens.load(Ordering::Relaxed) > 0;
+                        let completed = shared.completed.load(Ordering::Relaxed);
+                        server_state = Some(server_readiness(
+                            &smp,
+                            c,
+                            generating,
+                            settings.max_tokens,
+                            completed,
+                        ));
+                    }
+                }
+                _ => {
+                    server_state = Some(ServerReadiness {
+                        ready: false,
+                        reason: "metrics_unavailable".into(),
+                        failing: "metrics_unavailable".into(),
+                    })
+                }
+            }
+        }
+        let server_ok = server_state.as_ref().is_none_or(|s| s.ready)
+            && (sampler.is_none() || server_state.is_some());
+        if client_ok && server_ok {
             let since = *stable_since.get_or_insert(now);
             if now.duration_since(since) >= settings.stable_window {
-                result.ready_reason = format!(
-                    "metrics_unavailable, active_streams={active}/{c}, stable={:.1}s",
-                    settings.stable_window.as_secs_f64()
-                );
+                result.ready_reason = match &server_state {
+                    Some(s) => format!(
+                        "{}, active_streams={active}/{c}, stable={stable_s:.1}s",
+                        s.reason
+                    ),
+                    None => format!(
+                        "metrics_unavailable, active_streams={active}/{c}, stable={stable_s:.1}s"
+                    ),
+                };
                 break true;
             }
         } else {
@@ -277,12 +331,13 @@ pub async fn run_sustained_cell(
         if now.duration_since(t_after_scout) >= job.ready_timeout {
             result.warmup_timed_out = true;
             result.ready_reason = "warmup_timeout".into();
-            result.timeout_reason = if active == 0 {
-                "no_generation".into()
-            } else if !client_ok {
-                format!("active_streams={active}/{c}")
-            } else {
-                "not_stable".into()
+            result.timeout_reason = match &server_state {
+                _ if sampler.is_none() && active == 0 => "no_generation".into(),
+                None if sampler.is_some() => "metrics_unavailable".into(),
+                Some(s) if !s.ready => s.failing.clone(),
+                _ if !client_ok => format!("active_streams={active}/{c}"),
+                _ if active == 0 => "no_generation".into(),
+                _ => "not_stable".into(),
             };
             events.log(format!("warmup timeout {label} {}", result.timeout_reason));
             break true;
@@ -304,6 +359,8 @@ pub async fn run_sustained_cell(
     // 4. Window.
     let mut max_lag_ms: f64 = 0.0;
     let mut cpu_used: Option<f64> = None;
+    let mut edge_start: Option<TimedScrape> = None;
+    let mut edge_end: Option<TimedScrape> = None;
     if let (Some(start), Some(end)) = (window_start, window_end) {
         result.warmup_duration = Some(ready_at.duration_since(t_cell).as_secs_f64());
         if !job.warmup || !result.ready_reason.is_empty() {
@@ -311,6 +368,9 @@ pub async fn run_sustained_cell(
         }
         tokio::time::sleep_until(start.into()).await;
         let cpu0 = process_cpu_seconds();
+        if let Some(t) = telemetry {
+            edge_start = t.scrape().await;
+        }
         let mut ticker = tokio::time::interval(TICK);
         ticker.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
         loop {
@@ -321,14 +381,7 @@ pub async fn run_sustained_cell(
                     .as_secs_f64()
                     * 1e3,
             );
-            if now >= end
-                || run_cancel.is_cancelled()
-                || shared
-                    .first_error
-                    .lock()
-                    .map(|e| e.is_some())
-                    .unwrap_or(false)
-            {
+            if now >= end || run_cancel.is_cancelled() || shared.failed() {
                 break;
             }
             if now.duration_since(last_progress) >= PROGRESS_EVERY {
@@ -342,6 +395,9 @@ pub async fn run_sustained_cell(
                 );
             }
         }
+        if let Some(t) = telemetry {
+            edge_end = t.scrape().await;
+        }
         cpu_used = match (cpu0, process_cpu_seconds()) {
             (Some(a), Some(b)) => Some(b - a),
             _ => None,
@@ -349,6 +405,11 @@ pub async fn run_sustained_cell(
     }
 
     // 5. Close.
+    sampler_stop.cancel();
+    let window_samples = match sampler {
+        Some(sm) => sm.finish().await,
+        None => Vec::new(),
+    };
     cell_cancel.cancel();
     for w in workers {
         let _ = w.await;
@@ -428,6 +489,26 @@ pub async fn run_sustained_cell(
         result.client_cpu_util = Some(cpu / window_s);
     }
     result.client_max_tick_lag_ms = Some(max_lag_ms);
+    if let Some(t) = telemetry {
+        let mut samples: Vec<ServerSample> = Vec::with_capacity(window_samples.len() + 2);
+        samples.extend(edge_start.as_ref().map(|e| t.sample_of(e)));
+        samples.extend(
+            window_samples
+                .into_iter()
+                .filter(|x| x.at >= start && x.at <= end),
+        );
+        samples.extend(edge_end.as_ref().map(|e| t.sample_of(e)));
+        apply_window(
+            &mut result,
+            t.engine(),
+            edge_start.as_ref(),
+            edge_end.as_ref(),
+            &samples,
+            c,
+            tokens,
+            window_s,
+        );
+    }
 
     // Warnings.
     if tokens > 0 && !all_continuous {

@@ -638,7 +638,7 @@ mod tests {
 
     #[test]
     fn chunked_any_split() {
-        let body = b"1a\r\ndata: {\"a\":1}\n\ndata: [DONE]\r\n5;ext=1\r\nhello\r\n0\r\nX-Trailer: y\r\n\r\n";
+        let body = b"1b\r\ndata: {\"a\":1}\n\ndata: [DONE]\r\n5;ext=1\r\nhello\r\n0\r\nX-Trailer: y\r\n\r\n";
         let (whole, done) = decode_all(Framing::Chunked, body, &[]);
         assert!(done);
         assert_eq!(whole, b"data: {\"a\":1}\n\ndata: [DONE]hello");

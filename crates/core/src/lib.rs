@@ -4,17 +4,20 @@
 //! [`servebench_results::Results`]. See `docs/architecture.md` for the data flow.
 
 pub mod aggregate;
+pub mod burst;
 pub mod cell;
 pub mod error;
 pub mod events;
 pub mod h1;
 pub mod plan;
+pub mod prefill;
 pub mod probe;
 pub mod procstat;
 pub mod prompt;
 pub mod runner;
 pub mod stream;
 pub mod target;
+pub mod telemetry;
 
 pub use error::{ConfigError, HttpError};
 pub use events::{EventSink, RunEvent};

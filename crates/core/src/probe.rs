@@ -1,16 +1,36 @@
-//! Startup checks against the server: is it reachable, does the key work, which model, how long
-//! may a sequence be. Every failure becomes one clear line.
+//! Startup checks against the server: reachability, the API key, which model, which engine,
+//! how long a sequence may be, whether `/metrics` is usable, and the KV-cache budget.
+//!
+//! Engine detection uses the server's own endpoints (seed spec §3.2, extended): `/v1/models`
+//! (required), SGLang `/get_server_info` + `/get_model_info`, vLLM `/version`, llama.cpp `/props`,
+//! TGI `/info`, Ollama `/api/version`, and the families present on `/metrics`
+//! ([`servebench_metrics::detect_engine_from_metrics`]). Anything else is a generic
+//! OpenAI-compatible proxy: metrics off, with a visible warning. Every failure of a required step
+//! becomes one clear line.
 
-use serde_json::Value;
+use std::time::Duration;
+
+use servebench_metrics::{
+    detect_engine_from_metrics, format_kv_event, format_sglang_kv_event, format_thousands,
+    parse_llamacpp_props, parse_ollama_version, parse_sglang_model_info, parse_sglang_server_info,
+    parse_tgi_info, parse_v1_models, parse_vllm_version, resolve_vllm_kv_budget, sglang_kv_budget,
+    Engine, EngineInfo, KvBudget, ModelsInfo, Scrape,
+};
 
 use crate::error::HttpError;
 use crate::target::{HttpClient, PROBE_TIMEOUT};
 
+/// Timeout of the optional info endpoints (a proxy may hang on unknown paths).
+const INFO_TIMEOUT: Duration = Duration::from_secs(5);
+
 /// What the server told us at startup.
-#[derive(Clone, Debug, Default, PartialEq)]
+#[derive(Clone, Debug)]
 pub struct ServerInfo {
-    /// Engine name for `metadata.engine`.
-    pub engine: String,
+    /// Engine family; [`Engine::OpenAiProxy`] when nothing identified it.
+    pub engine: Engine,
+    /// Name for `metadata.engine` (`vllm`, `sglang`, `llamacpp`, `tgi`, `ollama`, `openai_proxy`,
+    /// or `servebench-sim` for the built-in simulator's neutral personality).
+    pub engine_name: String,
     /// Engine version, when reported.
     pub engine_version: Option<String>,
     /// Model ids from `/v1/models`, in server order.
@@ -19,6 +39,20 @@ pub struct ServerInfo {
     pub model: String,
     /// Maximum sequence length (prompt + output) of that model, tokens, when reported.
     pub max_model_len: Option<u64>,
+    /// Largest prompt a request may carry, tokens (SGLang `max_req_input_len`, TGI).
+    pub max_input_tokens: Option<u64>,
+    /// Server's concurrency cap (SGLang `max_running_requests`, TGI `max_concurrent_requests`).
+    pub max_running_requests: Option<u64>,
+    /// llama.cpp slots and per-slot context.
+    pub slots: Option<(u64, u64)>,
+    /// SGLang `max_total_num_tokens` (KV capacity in tokens).
+    pub sglang_kv_tokens: Option<u64>,
+    /// `/metrics` parsed and usable for this engine.
+    pub metrics_available: bool,
+    /// Why metrics are not used (empty when they are).
+    pub metrics_warning: String,
+    /// The startup scrape (for the KV budget).
+    pub startup_scrape: Option<Scrape>,
     /// Warnings for the event log.
     pub warnings: Vec<String>,
 }
@@ -28,62 +62,6 @@ pub struct ServerInfo {
 #[error("{0}")]
 pub struct ProbeError(pub String);
 
-/// Parsed `/v1/models` entry.
-#[derive(Clone, Debug, PartialEq)]
-pub struct ModelEntry {
-    /// Model id.
-    pub id: String,
-    /// `max_model_len` (vLLM), `meta.n_ctx` (llama.cpp serving context), or the parent's for LoRA.
-    pub max_model_len: Option<u64>,
-    /// `owned_by`.
-    pub owned_by: Option<String>,
-}
-
-/// Parses an OpenAI `/v1/models` body (`data[]`). LoRA adapters (vLLM lists them with a
-/// `parent`) inherit their parent's `max_model_len`. llama.cpp's `meta.n_ctx_train` is the
-/// *trained* context and is ignored; its served context is `meta.n_ctx` when present.
-pub fn parse_models(v: &Value) -> Vec<ModelEntry> {
-    let Some(data) = v.get("data").and_then(Value::as_array) else {
-        return Vec::new();
-    };
-    let mut out: Vec<(ModelEntry, Option<String>)> = data
-        .iter()
-        .filter_map(|m| {
-            let id = m.get("id")?.as_str()?.to_string();
-            let len = m
-                .get("max_model_len")
-                .and_then(Value::as_u64)
-                .or_else(|| m.pointer("/meta/n_ctx").and_then(Value::as_u64))
-                .filter(|&n| n > 0);
-            let parent = m.get("parent").and_then(Value::as_str).map(str::to_string);
-            let owned_by = m
-                .get("owned_by")
-                .and_then(Value::as_str)
-                .map(str::to_string);
-            Some((
-                ModelEntry {
-                    id,
-                    max_model_len: len,
-                    owned_by,
-                },
-                parent,
-            ))
-        })
-        .collect();
-    let lens: Vec<(String, Option<u64>)> = out
-        .iter()
-        .map(|(m, _)| (m.id.clone(), m.max_model_len))
-        .collect();
-    for (m, parent) in &mut out {
-        if m.max_model_len.is_none() {
-            if let Some(p) = parent {
-                m.max_model_len = lens.iter().find(|(id, _)| id == p).and_then(|(_, l)| *l);
-            }
-        }
-    }
-    out.into_iter().map(|(m, _)| m).collect()
-}
-
 /// Explains a failed `/v1/models` call in one line.
 pub fn explain_models_error(e: &HttpError, has_key: bool) -> String {
     match e {
@@ -91,20 +69,16 @@ pub fn explain_models_error(e: &HttpError, has_key: bool) -> String {
             format!("cannot reach the server at {url} ({detail}); is it running, and are --url/--host/--port right?")
         }
         HttpError::Status {
-            status: 401 | 403,
+            status: s @ (401 | 403),
             url,
             body,
             ..
         } => {
             if has_key {
-                format!(
-                    "the server rejected the API key (HTTP {} from {url}: {body})",
-                    e.status().unwrap_or(0)
-                )
+                format!("the server rejected the API key (HTTP {s} from {url}: {body})")
             } else {
                 format!(
-                    "the server requires an API key (HTTP {} from {url}: {body}); pass --api-key",
-                    e.status().unwrap_or(0)
+                    "the server requires an API key (HTTP {s} from {url}: {body}); pass --api-key"
                 )
             }
         }
@@ -117,8 +91,47 @@ pub fn explain_models_error(e: &HttpError, has_key: bool) -> String {
     }
 }
 
-/// Lists models, picks the model (the requested one must be served; default: the first), and
-/// identifies the engine from `/version` and the model list.
+/// Parses `/v1/models` and picks the model: the requested one must be served; default the first.
+pub fn choose_model(
+    models: &ModelsInfo,
+    requested: Option<&str>,
+    server: &str,
+) -> Result<String, ProbeError> {
+    if models.models.is_empty() {
+        return Err(ProbeError(format!(
+            "{server} lists no models (expected an OpenAI `data` list in /v1/models)"
+        )));
+    }
+    match requested {
+        Some(m) => {
+            if models.get(m).is_some() {
+                Ok(m.to_string())
+            } else {
+                let ids: Vec<String> = models.model_ids().into_iter().take(10).collect();
+                Err(ProbeError(format!(
+                    "model {m:?} is not served by {server}; available: {}",
+                    ids.join(", ")
+                )))
+            }
+        }
+        None => Ok(models.models[0].id.clone()),
+    }
+}
+
+async fn get_text_opt(client: &HttpClient, path: &str) -> Option<String> {
+    client.get_text(path, INFO_TIMEOUT).await.ok()
+}
+
+/// Fetches and parses `/metrics`; `Err` carries why it is unusable.
+pub async fn scrape_metrics(client: &HttpClient, timeout: Duration) -> Result<Scrape, String> {
+    let text = client
+        .get_text("/metrics", timeout)
+        .await
+        .map_err(|e| e.to_string())?;
+    Scrape::parse(&text).map_err(|e| format!("/metrics is not Prometheus text: {e}"))
+}
+
+/// Lists models, picks the model, identifies the engine and its limits, checks `/metrics`.
 pub async fn probe_server(
     client: &HttpClient,
     requested_model: Option<&str>,
@@ -128,79 +141,372 @@ pub async fn probe_server(
         .api_key
         .as_deref()
         .is_some_and(|k| !k.is_empty());
-    let models_v = client
-        .get_json("/v1/models", PROBE_TIMEOUT)
+    let models_text = client
+        .get_text("/v1/models", PROBE_TIMEOUT)
         .await
         .map_err(|e| ProbeError(explain_models_error(&e, has_key)))?;
-    let models = parse_models(&models_v);
-    if models.is_empty() {
-        return Err(ProbeError(format!(
-            "{} lists no models (expected an OpenAI `data` list)",
+    let models = parse_v1_models(&models_text).map_err(|e| {
+        ProbeError(format!(
+            "{} is not an OpenAI model list: {e}",
             client.target().url("/v1/models")
-        )));
-    }
-    let chosen = match requested_model {
-        Some(m) => models.iter().find(|e| e.id == m).cloned().ok_or_else(|| {
-            let ids: Vec<&str> = models.iter().map(|e| e.id.as_str()).take(10).collect();
-            ProbeError(format!(
-                "model {m:?} is not served by {}; available: {}",
-                client.target().server_label,
-                ids.join(", ")
-            ))
-        })?,
-        None => models[0].clone(),
+        ))
+    })?;
+    let model = choose_model(&models, requested_model, &client.target().server_label)?;
+    let entry = models.get(&model).cloned();
+
+    // Optional info endpoints, concurrently.
+    let (server_info, model_info, version, props, tgi, ollama, metrics) = tokio::join!(
+        get_text_opt(client, "/get_server_info"),
+        get_text_opt(client, "/get_model_info"),
+        get_text_opt(client, "/version"),
+        get_text_opt(client, "/props"),
+        get_text_opt(client, "/info"),
+        get_text_opt(client, "/api/version"),
+        scrape_metrics(client, INFO_TIMEOUT),
+    );
+    let sglang = server_info
+        .as_deref()
+        .and_then(|b| parse_sglang_server_info(b).ok())
+        .filter(|i| i.is_sglang());
+    let llama = props
+        .as_deref()
+        .and_then(|b| parse_llamacpp_props(b).ok())
+        .filter(|p| p.total_slots.is_some() || p.per_slot_ctx.is_some());
+    let tgi = tgi
+        .as_deref()
+        .and_then(|b| parse_tgi_info(b).ok())
+        .filter(|t| t.model_id.is_some() && t.max_total_tokens.is_some());
+    let vllm_version = version.as_deref().and_then(|b| parse_vllm_version(b).ok());
+    let ollama_version = ollama.as_deref().and_then(|b| parse_ollama_version(b).ok());
+    let metrics_engine = metrics.as_ref().ok().and_then(detect_engine_from_metrics);
+    let sim_neutral = entry.as_ref().and_then(|e| e.owned_by.as_deref()) == Some("servebench-sim");
+
+    let engine = if sglang.is_some() {
+        Engine::Sglang
+    } else if llama.is_some() {
+        Engine::LlamaCpp
+    } else if tgi.is_some() {
+        Engine::Tgi
+    } else if let Some(e) = metrics_engine {
+        e
+    } else if vllm_version.is_some() && !sim_neutral {
+        Engine::Vllm
+    } else if ollama_version.is_some() {
+        Engine::Ollama
+    } else {
+        Engine::OpenAiProxy
     };
-    let mut info = ServerInfo {
-        engine: "openai_proxy".into(),
-        engine_version: None,
-        models: models.iter().map(|m| m.id.clone()).collect(),
-        model: chosen.id.clone(),
-        max_model_len: chosen.max_model_len,
-        warnings: Vec::new(),
-    };
-    if chosen.owned_by.as_deref() == Some("servebench-sim") {
-        info.engine = "servebench-sim".into();
+    let mut info = EngineInfo::new(engine);
+    info.apply_models(&models);
+    if let Some(e) = &entry {
+        info.max_model_len = e.served_context().or(info.max_model_len);
     }
-    if let Ok(v) = client.get_json("/version", PROBE_TIMEOUT).await {
-        if let Some(ver) = v.get("version").and_then(Value::as_str) {
-            info.engine_version = Some(ver.to_string());
-            if info.engine == "openai_proxy" {
-                info.engine = "vllm".into();
+    let mut warnings = Vec::new();
+    match engine {
+        Engine::Sglang => {
+            if let Some(i) = &sglang {
+                info.apply_sglang_server_info(i);
+            }
+            if let Some(mi) = model_info
+                .as_deref()
+                .and_then(|b| parse_sglang_model_info(b).ok())
+            {
+                info.apply_sglang_model_info(&mi);
+            }
+        }
+        Engine::LlamaCpp => {
+            if let Some(p) = &llama {
+                info.apply_llamacpp_props(p);
+            }
+        }
+        Engine::Tgi => {
+            if let Some(t) = &tgi {
+                info.apply_tgi_info(t);
+            }
+        }
+        Engine::Vllm => info.version = vllm_version.clone(),
+        Engine::Ollama => info.version = ollama_version.clone(),
+        Engine::OpenAiProxy => {}
+    }
+    let engine_name = if sim_neutral && engine == Engine::OpenAiProxy {
+        "servebench-sim".to_string()
+    } else {
+        engine.as_str().to_string()
+    };
+    if sim_neutral && engine == Engine::OpenAiProxy {
+        info.version = vllm_version.clone();
+    }
+
+    // Metrics: usable when they parse and belong to the detected engine.
+    let (metrics_available, metrics_warning, startup_scrape) = match metrics {
+        Ok(s) => match (metrics_engine, engine) {
+            (Some(m), e) if m == e => (true, String::new(), Some(s)),
+            (Some(m), e) => (
+                false,
+                format!("/metrics looks like {} but the server was identified as {}; server metrics ignored", m.as_str(), e.as_str()),
+                None,
+            ),
+            (None, _) => (false, "/metrics has no known engine metrics; readiness and throughput use the OpenAI stream only".into(), None),
+        },
+        Err(e) => {
+            let why = match engine {
+                Engine::OpenAiProxy if sim_neutral => {
+                    "the built-in simulator's default personality has no /metrics (see servebench sim --personality)".to_string()
+                }
+                Engine::OpenAiProxy => format!(
+                    "only the OpenAI /v1 endpoints respond (generic proxy?); server metrics are disabled ({e})"
+                ),
+                Engine::Sglang => format!("SGLang /metrics unavailable ({e}); restart the server with --enable-metrics"),
+                Engine::LlamaCpp => format!("llama.cpp /metrics unavailable ({e}); start llama-server with --metrics"),
+                _ => format!("/metrics unavailable ({e})"),
+            };
+            (false, why, None)
+        }
+    };
+    if engine == Engine::OpenAiProxy && !sim_neutral {
+        warnings.push("engine not identified: treating the server as a generic OpenAI-compatible proxy (no server metrics)".into());
+    }
+    if info.max_model_len.is_none() {
+        warnings.push(
+            "the server does not report its maximum model length; cells are not checked against it"
+                .into(),
+        );
+    }
+    let max_model_len = match (info.max_model_len, info.max_input_tokens) {
+        (Some(a), Some(b)) if engine == Engine::Sglang => Some(a.min(b)),
+        (a, _) => a,
+    };
+    Ok(ServerInfo {
+        engine,
+        engine_name,
+        engine_version: info.version.clone(),
+        models: info.model_ids.clone(),
+        model,
+        max_model_len,
+        max_input_tokens: info.max_input_tokens,
+        max_running_requests: info.max_running_requests,
+        slots: info.slots.zip(info.per_slot_ctx),
+        sglang_kv_tokens: info.kv_budget_tokens,
+        metrics_available,
+        metrics_warning,
+        startup_scrape,
+        warnings,
+    })
+}
+
+/// The KV budget decision: tokens (0 = unknown) and the event-log line.
+#[derive(Clone, Debug, PartialEq)]
+pub struct KvDecision {
+    /// Budget in tokens (0 = unknown: no capacity skipping).
+    pub tokens: u64,
+    /// Event line (seed format) or warning.
+    pub event: String,
+    /// Where it came from (`argument`, `vllm_metrics`, `sglang_server_info`, `llamacpp_slots`, `none`).
+    pub source: &'static str,
+    /// Details when resolved from vLLM / SGLang.
+    pub budget: Option<KvBudget>,
+}
+
+/// Resolves the KV budget (spec §3.3): `--kv-budget` wins; else vLLM `cache_config_info`
+/// (`kv_cache_size_tokens`, else `num_gpu_blocks × block_size`) × CP size (`--dcp-size`, info
+/// labels, or the local vLLM process's `--decode-context-parallel-size`), SGLang
+/// `max_total_num_tokens` × DCP, llama.cpp slots × per-slot context.
+pub fn resolve_kv_budget(
+    info: &ServerInfo,
+    kv_budget_arg: u64,
+    dcp_size_arg: u64,
+    local_process_cp: Option<u64>,
+) -> KvDecision {
+    if kv_budget_arg > 0 {
+        return KvDecision {
+            tokens: kv_budget_arg,
+            event: format!(
+                "KV cache budget manual: {} tokens",
+                format_thousands(kv_budget_arg)
+            ),
+            source: "argument",
+            budget: None,
+        };
+    }
+    let dcp = (dcp_size_arg > 0).then_some(dcp_size_arg);
+    match info.engine {
+        Engine::Vllm => match &info.startup_scrape {
+            Some(s) => match resolve_vllm_kv_budget(s, dcp, local_process_cp, info.max_model_len) {
+                Ok(b) => KvDecision {
+                    tokens: b.tokens,
+                    event: format_kv_event(&b),
+                    source: "vllm_metrics",
+                    budget: Some(b),
+                },
+                Err(e) => KvDecision {
+                    tokens: 0,
+                    event: e.warning(),
+                    source: "none",
+                    budget: None,
+                },
+            },
+            None => KvDecision {
+                tokens: 0,
+                event: "KV cache budget not available (no vLLM metrics); use --kv-budget".into(),
+                source: "none",
+                budget: None,
+            },
+        },
+        Engine::Sglang => match info.sglang_kv_tokens {
+            Some(t) => {
+                let b = sglang_kv_budget(t, dcp);
+                KvDecision {
+                    tokens: b.tokens,
+                    event: format_sglang_kv_event(&b),
+                    source: "sglang_server_info",
+                    budget: Some(b),
+                }
+            }
+            None => KvDecision {
+                tokens: 0,
+                event: "KV cache budget not reported by SGLang; use --kv-budget".into(),
+                source: "none",
+                budget: None,
+            },
+        },
+        Engine::LlamaCpp => match info.slots {
+            Some((slots, per_slot)) => {
+                let t = slots * per_slot;
+                KvDecision {
+                    tokens: t,
+                    event: format!(
+                        "KV cache budget from llama.cpp /props: {} tokens ({slots} slots x {} per slot)",
+                        format_thousands(t),
+                        format_thousands(per_slot)
+                    ),
+                    source: "llamacpp_slots",
+                    budget: None,
+                }
+            }
+            None => KvDecision {
+                tokens: 0,
+                event: "KV cache budget not reported by llama.cpp; use --kv-budget".into(),
+                source: "none",
+                budget: None,
+            },
+        },
+        _ => KvDecision {
+            tokens: 0,
+            event: "KV cache budget unknown for this server; use --kv-budget".into(),
+            source: "none",
+            budget: None,
+        },
+    }
+}
+
+/// CP size of a local vLLM serving on `port`, read from its command line
+/// (`--decode-context-parallel-size N` / `-dcp N`) in `/proc/*/cmdline` (spec §3.3 step 3).
+pub fn local_vllm_cp_size(port: u16) -> Option<u64> {
+    let dir = std::fs::read_dir("/proc").ok()?;
+    for entry in dir.flatten() {
+        let Ok(raw) = std::fs::read(entry.path().join("cmdline")) else {
+            continue;
+        };
+        let args: Vec<String> = raw
+            .split(|&b| b == 0)
+            .map(|a| String::from_utf8_lossy(a).into_owned())
+            .collect();
+        if !args.iter().any(|a| a.contains("vllm")) {
+            continue;
+        }
+        let port_s = port.to_string();
+        let has_port = args.windows(2).any(|w| w[0] == "--port" && w[1] == port_s)
+            || args.iter().any(|a| *a == format!("--port={port}"));
+        if !has_port {
+            continue;
+        }
+        for w in args.windows(2) {
+            if w[0] == "--decode-context-parallel-size" || w[0] == "-dcp" {
+                if let Ok(n) = w[1].parse() {
+                    return Some(n);
+                }
+            }
+        }
+        for a in &args {
+            if let Some(v) = a.strip_prefix("--decode-context-parallel-size=") {
+                if let Ok(n) = v.parse() {
+                    return Some(n);
+                }
             }
         }
     }
-    if info.max_model_len.is_none() {
-        info.warnings.push("the server does not report max_model_len; cells are not checked against the model length".into());
-    }
-    Ok(info)
+    None
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
-    use serde_json::json;
 
     #[test]
-    fn models_with_lora_parent() {
-        let v = json!({"data": [
-            {"id": "base", "max_model_len": 2048, "owned_by": "vllm"},
-            {"id": "lora1", "parent": "base", "max_model_len": null},
-        ]});
-        let m = parse_models(&v);
-        assert_eq!(m[1].max_model_len, Some(2048));
+    fn model_choice() {
+        let m =
+            parse_v1_models(r#"{"data":[{"id":"a","max_model_len":2048},{"id":"b"}]}"#).unwrap();
+        assert_eq!(choose_model(&m, None, "s").unwrap(), "a");
+        assert_eq!(choose_model(&m, Some("b"), "s").unwrap(), "b");
+        let e = choose_model(&m, Some("c"), "s").unwrap_err().0;
+        assert!(e.contains("available: a, b"), "{e}");
+        assert!(choose_model(&ModelsInfo::default(), None, "s").is_err());
+    }
+
+    fn info(engine: Engine) -> ServerInfo {
+        ServerInfo {
+            engine,
+            engine_name: engine.as_str().into(),
+            engine_version: None,
+            models: vec![],
+            model: "m".into(),
+            max_model_len: Some(2048),
+            max_input_tokens: None,
+            max_running_requests: None,
+            slots: None,
+            sglang_kv_tokens: None,
+            metrics_available: true,
+            metrics_warning: String::new(),
+            startup_scrape: None,
+            warnings: vec![],
+        }
     }
 
     #[test]
-    fn llamacpp_models_use_served_context() {
+    fn kv_budget_sources() {
         let text = std::fs::read_to_string(concat!(
             env!("CARGO_MANIFEST_DIR"),
-            "/../../tests/data/engines/llamacpp-v1-models-readme.json"
+            "/../../tests/data/engines/local-captures/vllm-metrics.txt"
         ))
         .unwrap();
-        let v: Value = serde_json::from_str(&text).unwrap();
-        let m = parse_models(&v);
-        assert!(!m.is_empty());
-        // The README example carries only n_ctx_train (the trained context), which must not be used.
-        assert_ne!(m[0].max_model_len, Some(131072));
+        let mut i = info(Engine::Vllm);
+        i.startup_scrape = Some(Scrape::parse(&text).unwrap());
+        let d = resolve_kv_budget(&i, 0, 0, None);
+        assert_eq!(d.tokens, 524_288);
+        assert!(
+            d.event
+                .starts_with("KV cache budget from vLLM metrics: 524,288 tokens"),
+            "{}",
+            d.event
+        );
+        let d = resolve_kv_budget(&i, 0, 2, None);
+        assert_eq!(d.tokens, 1_048_576);
+        assert!(
+            d.event.ends_with("× CP 2; CP source: argument)"),
+            "{}",
+            d.event
+        );
+        assert_eq!(resolve_kv_budget(&i, 1000, 2, None).tokens, 1000);
+        let mut s = info(Engine::Sglang);
+        s.sglang_kv_tokens = Some(570_979);
+        assert_eq!(resolve_kv_budget(&s, 0, 0, None).tokens, 570_979);
+        let mut l = info(Engine::LlamaCpp);
+        l.slots = Some((8, 2048));
+        let d = resolve_kv_budget(&l, 0, 0, None);
+        assert_eq!(d.tokens, 16384);
+        assert_eq!(
+            resolve_kv_budget(&info(Engine::OpenAiProxy), 0, 0, None).tokens,
+            0
+        );
     }
 }

@@ -236,8 +236,13 @@ impl Targeting {
     }
 }
 
-/// Counts the prompt tokens of `input` with the server's `/tokenize` (vLLM / SGLang /
-/// llama.cpp shapes: `count` or the length of `tokens`).
+/// Counts the prompt tokens of `input` with the server's `/tokenize`.
+///
+/// vLLM and SGLang accept `messages` (chat template applied) or `prompt` and answer `count`.
+/// llama.cpp's `/tokenize` only takes raw `content` (it answers an empty list for `messages`), so
+/// for chat prompts an empty answer is retried through llama.cpp's `/apply-template` and then
+/// `/tokenize` of the templated text with special tokens parsed. A count of 0 for a non-empty
+/// prompt is an error, never a size.
 pub async fn tokenize_count(
     client: &HttpClient,
     model: &str,
@@ -247,21 +252,55 @@ pub async fn tokenize_count(
     let body = match endpoint {
         Endpoint::Chat => json!({"model": model, "messages": input.value}),
         Endpoint::Completions => {
-            json!({"model": model, "prompt": input.value, "content": input.value})
+            json!({"model": model, "prompt": input.value, "content": input.value, "add_special": true, "parse_special": true})
         }
+    };
+    let url = client.target().url("/tokenize");
+    let count_of = |v: &Value| -> Option<u64> {
+        v.get("count").and_then(Value::as_u64).or_else(|| {
+            v.get("tokens")
+                .and_then(Value::as_array)
+                .map(|t| t.len() as u64)
+        })
     };
     let v = client
         .post_json("/tokenize", &body, Some(PROBE_TIMEOUT * 6))
         .await?;
-    if let Some(c) = v.get("count").and_then(Value::as_u64) {
-        return Ok(c);
+    match count_of(&v) {
+        Some(c) if c > 0 => return Ok(c),
+        None => {
+            return Err(HttpError::Body {
+                url,
+                detail: "no `count` or `tokens` in the answer".into(),
+            });
+        }
+        Some(_) => {}
     }
-    if let Some(t) = v.get("tokens").and_then(Value::as_array) {
-        return Ok(t.len() as u64);
+    if endpoint == Endpoint::Chat {
+        // llama.cpp: template first, then tokenize the text.
+        let templated = client
+            .post_json(
+                "/apply-template",
+                &json!({"messages": input.value}),
+                Some(PROBE_TIMEOUT * 6),
+            )
+            .await?;
+        if let Some(text) = templated.get("prompt").and_then(Value::as_str) {
+            let v = client
+                .post_json(
+                    "/tokenize",
+                    &json!({"content": text, "add_special": true, "parse_special": true}),
+                    Some(PROBE_TIMEOUT * 6),
+                )
+                .await?;
+            if let Some(c) = count_of(&v).filter(|&c| c > 0) {
+                return Ok(c);
+            }
+        }
     }
     Err(HttpError::Body {
-        url: client.target().url("/tokenize"),
-        detail: "no `count` or `tokens` in the answer".into(),
+        url,
+        detail: "the server counted 0 tokens for a non-empty prompt".into(),
     })
 }
 

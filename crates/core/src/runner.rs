@@ -1,10 +1,13 @@
-//! The whole run: startup checks, prompt sizing, hidden warmup, the matrix, and the results.
+//! The whole run: startup checks, prompt sizing, prefill, hidden warmup, the matrix, the burst
+//! layer, and the results.
 //!
-//! Order (seed spec §3.7, sustained layer): probe the server → size one prompt per context →
-//! hidden C=1 decode warmup at the largest runnable context → cells in matrix order, each either
-//! skipped up front (with its reason) or run by [`crate::cell::run_sustained_cell`]. Ctrl-C
-//! (the `cancel` token) ends the running cell and marks every remaining cell `skipped_user`; the
-//! finished cells are kept.
+//! Order (seed spec §3.7): probe the server (engine, limits, metrics, KV budget) → size one
+//! prompt per context → standalone prefill profile (`--standalone-prefill`; `--prefill-only`
+//! stops here) or a decode JIT probe, the prefill warmup and the scout-only prefill contexts →
+//! hidden C=1 decode warmup at the largest runnable context → the matrix in seed order (each cell
+//! skipped up front with its reason, or run as a sustained cell — or as a request-count cell with
+//! `--request-count`) → the Burst / E2E layer (`--run-burst`). Ctrl-C (the `cancel` token) ends
+//! the running cell and marks every remaining cell `skipped_user`; finished cells are kept.
 
 use std::collections::BTreeMap;
 use std::sync::Arc;
@@ -17,19 +20,23 @@ use servebench_results::{
 };
 use tokio_util::sync::CancellationToken;
 
+use crate::burst::{run_burst_cell, BurstJob};
 use crate::cell::{run_sustained_cell, CellJob, CellSettings};
 use crate::error::ConfigError;
 use crate::events::{EventSink, RunEvent};
 use crate::plan::{
     auto_ready_timeout_s, matrix_order, pre_skip, CellSpec, PreSkip, TIMEOUT_POLICY,
 };
-use crate::probe::{probe_server, ServerInfo};
+use crate::prefill::{cold_row, measure_prefill_once, warm_row, PrefillMetric, PrefillSample};
+use crate::probe::{probe_server, resolve_kv_budget, ServerInfo};
 use crate::prompt::{
     build_input, calibrate, calibration_prefix, decode_prefix, make_run_id, size_estimate,
     size_exact, streaming_payload, template_id, tokenize_count, warmup_prefix, CalibrationCache,
     CalibrationEntry, PromptInput, RequestOptions, SizedPrompt, Targeting,
 };
+use crate::stream::{run_stream, StreamHooks};
 use crate::target::{HttpClient, Target};
+use crate::telemetry::Telemetry;
 
 /// How prompts are sized.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
@@ -41,6 +48,67 @@ pub enum TargetingMode {
     Exact,
     /// Calibrated chars/token estimate even when `/tokenize` exists.
     Estimate,
+}
+
+/// The prefill layer's settings (seed spec §2.4).
+#[derive(Clone, Debug)]
+pub struct PrefillConfig {
+    /// `--prefill-contexts`: extra scout-only contexts (integrated mode) or the profile contexts
+    /// (standalone mode), tokens. Contexts that do not fit the model are reported as skipped rows.
+    pub contexts: Vec<u64>,
+    /// `--standalone-prefill`: repeated cold samples per context before decode.
+    pub standalone: bool,
+    /// `--prefill-only`: the standalone profile, then stop.
+    pub only: bool,
+    /// `--skip-prefill`: no prefill rows at all.
+    pub skip: bool,
+    /// `--prefill-duration`: sampling time per standalone context (at least one sample).
+    pub duration: Duration,
+    /// `--prefill-metric`.
+    pub metric: PrefillMetric,
+}
+
+impl Default for PrefillConfig {
+    fn default() -> Self {
+        PrefillConfig {
+            contexts: vec![8192, 65536, 131072],
+            standalone: false,
+            only: false,
+            skip: false,
+            duration: Duration::from_secs(10),
+            metric: PrefillMetric::Client,
+        }
+    }
+}
+
+/// The Burst / E2E layer's settings (seed spec §2.2).
+#[derive(Clone, Debug)]
+pub struct BurstConfig {
+    /// `--request-count N`: request-count cells replace the sustained matrix (0 = sustained).
+    pub request_count: u64,
+    /// `--warmup-request-count W` for request-count cells.
+    pub warmup_request_count: u64,
+    /// `--run-burst`: a Burst / E2E matrix after the sustained one.
+    pub run_burst: bool,
+    /// `--burst-request-count` (0 = max(C, C × per-concurrency)).
+    pub burst_request_count: u64,
+    /// `--burst-warmup-request-count` (0 = C).
+    pub burst_warmup_request_count: u64,
+    /// `--burst-requests-per-concurrency` (≥ 1).
+    pub burst_requests_per_concurrency: u64,
+}
+
+impl Default for BurstConfig {
+    fn default() -> Self {
+        BurstConfig {
+            request_count: 0,
+            warmup_request_count: 0,
+            run_burst: false,
+            burst_request_count: 0,
+            burst_warmup_request_count: 0,
+            burst_requests_per_concurrency: 5,
+        }
+    }
 }
 
 /// Everything a run needs. Built by the CLI from flags.
@@ -70,8 +138,10 @@ pub struct RunConfig {
     pub stable_window: Duration,
     /// Pause between cells (lets the server drain).
     pub cell_pause: Duration,
-    /// KV budget, tokens (0 = unknown: no capacity skipping).
+    /// `--kv-budget`: KV budget, tokens (0 = detect from the server).
     pub kv_budget: u64,
+    /// `--dcp-size`: context-parallel multiplier for a per-rank KV budget (0 = detect).
+    pub dcp_size: u64,
     /// Show raw values of capacity-limited cells in reports.
     pub show_capacity_limited_values: bool,
     /// `--seed`: reproducible run id and prompts.
@@ -82,8 +152,10 @@ pub struct RunConfig {
     pub calibration_context: u64,
     /// Chars/token cache.
     pub calibration_cache: CalibrationCache,
-    /// Do not record prefill rows.
-    pub skip_prefill: bool,
+    /// Prefill layer.
+    pub prefill: PrefillConfig,
+    /// Burst / request-count layer.
+    pub burst: BurstConfig,
     /// Snapshot of the arguments for `startup_diagnostics.args`.
     pub args_snapshot: Value,
 }
@@ -99,8 +171,118 @@ pub enum RunError {
     Startup(String),
 }
 
-struct Plan {
-    cells: Vec<(CellSpec, Option<PreSkip>)>,
+/// Prompt of the decode JIT probe (a short streaming request before anything is measured).
+const JIT_PROBE_PROMPT: &str = "Count from 1 to 20.";
+
+/// Everything the phases of a run share.
+struct Ctx<'a> {
+    cfg: &'a RunConfig,
+    client: HttpClient,
+    info: ServerInfo,
+    run_id: String,
+    events: &'a EventSink,
+    telemetry: Option<Telemetry>,
+    cancel: &'a CancellationToken,
+    prompts: BTreeMap<u64, SizedPrompt>,
+    kv_budget: u64,
+}
+
+impl Ctx<'_> {
+    fn path(&self) -> &'static str {
+        self.cfg.target.endpoint.path()
+    }
+
+    fn opts(&self, max_tokens: u64, continuous: bool) -> RequestOptions {
+        RequestOptions {
+            model: self.info.model.clone(),
+            endpoint: self.cfg.target.endpoint,
+            max_tokens,
+            ignore_eos: self.cfg.ignore_eos,
+            temperature: self.cfg.temperature,
+            continuous_usage: continuous,
+        }
+    }
+
+    fn ready_timeout(&self, ctx: u64) -> Duration {
+        self.cfg
+            .cell_timeout
+            .unwrap_or_else(|| Duration::from_secs_f64(auto_ready_timeout_s(ctx)))
+    }
+
+    fn input_with_prefix(&self, ctx: u64, prefix: &str) -> Option<PromptInput> {
+        let p = self.prompts.get(&ctx)?;
+        Some(build_input(
+            self.cfg.target.endpoint,
+            prefix,
+            p.input.padding_chars,
+            ctx > 0,
+        ))
+    }
+
+    /// One unrecorded streaming request (JIT probe, warmups). Errors are logged, not fatal.
+    async fn unrecorded(&self, what: &str, body: bytes::Bytes) {
+        let out = run_stream(
+            &self.client,
+            &mut None,
+            self.path(),
+            body,
+            StreamHooks {
+                cancel: Some(self.cancel),
+                ..Default::default()
+            },
+        )
+        .await;
+        match out.record.error {
+            Some(e) if !self.cancel.is_cancelled() => {
+                self.events.log(format!("{what} failed: {e}"))
+            }
+            _ => self.events.log(format!("{what} done")),
+        }
+    }
+
+    /// A measured prefill request for `ctx` with `prefix`.
+    async fn prefill_sample(&self, ctx: u64, prefix: &str) -> Result<PrefillSample, String> {
+        let input = self
+            .input_with_prefix(ctx, prefix)
+            .ok_or_else(|| "no prompt for this context".to_string())?;
+        let body = streaming_payload(&self.opts(1, false), &input);
+        let validate = self.cfg.prefill.metric.validates() && self.telemetry.is_some();
+        measure_prefill_once(
+            &self.client,
+            self.path(),
+            body,
+            self.telemetry.as_ref(),
+            validate,
+            self.cancel,
+        )
+        .await
+    }
+
+    /// Cold row + warm row for one context from one cold request (`prefix`) and its repeat.
+    async fn scout_rows(&self, ctx: u64, prefix: &str, method: &str) -> (PrefillRow, PrefillRow) {
+        let cold = self.prefill_sample(ctx, prefix).await;
+        let (samples, failures): (Vec<PrefillSample>, Vec<String>) = match cold {
+            Ok(s) => (vec![s], vec![]),
+            Err(e) => (vec![], vec![e]),
+        };
+        let row = cold_row(&samples, &failures, method, self.cfg.prefill.metric);
+        let warm = if samples.is_empty() {
+            warm_row(Err(&"the cold request failed".to_string()))
+        } else {
+            let w = self.prefill_sample(ctx, prefix).await;
+            warm_row(w.as_ref())
+        };
+        (row, warm)
+    }
+}
+
+fn prefill_skip_row(reason: String) -> PrefillRow {
+    PrefillRow {
+        method: "skipped".into(),
+        status: Some(CellStatus::SkippedContext),
+        status_reason: Some(reason),
+        ..Default::default()
+    }
 }
 
 /// Runs the benchmark and returns the results (partial when `cancel` fired).
@@ -122,9 +304,10 @@ pub async fn run(
     let info: ServerInfo = probe_server(&client, cfg.model.as_deref())
         .await
         .map_err(|e| RunError::Startup(e.to_string()))?;
+    events.log(format!("benchmark start engine={}", info.engine_name));
     events.log(format!(
         "startup engine {}{} models={:?}",
-        info.engine,
+        info.engine_name,
         info.engine_version
             .as_deref()
             .map(|v| format!(" {v}"))
@@ -141,98 +324,311 @@ pub async fn run(
     for w in &info.warnings {
         events.log(format!("startup warning: {w}"));
     }
-    if cfg.kv_budget > 0 {
+    if info.metrics_available {
         events.log(format!(
-            "startup KV cache budget manual: {} tokens",
-            thousands(cfg.kv_budget)
+            "startup metrics: {} /metrics in use",
+            info.engine_name
+        ));
+    } else {
+        events.log(format!(
+            "startup warning: metrics disabled: {}",
+            info.metrics_warning
         ));
     }
+    let local_cp = if info.engine == servebench_metrics::Engine::Vllm
+        && cfg.dcp_size == 0
+        && cfg.target.is_loopback()
+    {
+        cfg.target.port().and_then(crate::probe::local_vllm_cp_size)
+    } else {
+        None
+    };
+    let kv = resolve_kv_budget(&info, cfg.kv_budget, cfg.dcp_size, local_cp);
+    events.log(format!("startup {}", kv.event));
+    if let Some(m) = info.max_running_requests {
+        events.log(format!("startup max running requests: {m}"));
+    }
+    let kv_budget = kv.tokens;
+    let telemetry = info
+        .metrics_available
+        .then(|| Telemetry::new(client.clone(), info.engine));
 
-    let plan = Plan {
-        cells: matrix_order(&cfg.concurrency, &cfg.contexts)
+    // Plan.
+    let request_count_mode = cfg.burst.request_count > 0;
+    let cells: Vec<(CellSpec, Option<PreSkip>)> = if cfg.prefill.only {
+        Vec::new()
+    } else {
+        matrix_order(&cfg.concurrency, &cfg.contexts)
             .into_iter()
-            .map(|c| {
-                let skip = pre_skip(c, cfg.max_tokens, info.max_model_len, cfg.kv_budget);
-                (c, skip)
-            })
-            .collect(),
+            .map(|c| (c, pre_skip_cell(c, &cfg, &info, kv_budget)))
+            .collect()
     };
-    let runnable_contexts: Vec<u64> = {
-        let mut v: Vec<u64> = plan
-            .cells
-            .iter()
-            .filter(|(_, s)| s.is_none())
-            .map(|(c, _)| c.context)
-            .collect();
-        v.sort_unstable();
-        v.dedup();
-        v
-    };
-    // Hidden warmup context: the largest context that fits at C = 1.
-    let warmup_ctx = if cfg.decode_warmup.is_zero() {
+    let mut decode_contexts: Vec<u64> = cells
+        .iter()
+        .filter(|(_, s)| s.is_none())
+        .map(|(c, _)| c.context)
+        .collect();
+    decode_contexts.sort_unstable();
+    decode_contexts.dedup();
+    let warmup_ctx = if cfg.decode_warmup.is_zero() || cfg.prefill.only {
         None
     } else {
         cfg.contexts
             .iter()
             .copied()
             .filter(|&x| {
-                pre_skip(
+                pre_skip_cell(
                     CellSpec {
                         concurrency: 1,
                         context: x,
                     },
-                    cfg.max_tokens,
-                    info.max_model_len,
-                    cfg.kv_budget,
+                    &cfg,
+                    &info,
+                    kv_budget,
                 )
                 .is_none()
             })
             .max()
     };
-
-    // Prompts.
-    let opts = RequestOptions {
-        model: info.model.clone(),
-        endpoint: cfg.target.endpoint,
-        max_tokens: cfg.max_tokens,
-        ignore_eos: cfg.ignore_eos,
-        temperature: cfg.temperature,
-        continuous_usage: true,
-    };
-    let mut sizing_contexts = runnable_contexts.clone();
-    if let Some(w) = warmup_ctx {
-        if !sizing_contexts.contains(&w) {
-            sizing_contexts.push(w);
+    // Prefill contexts: a prefill request is the prompt plus one output token.
+    let fits = |x: u64| info.max_model_len.is_none_or(|m| x < m);
+    let standalone = cfg.prefill.standalone || cfg.prefill.only;
+    let mut prefill_skipped: Vec<(u64, String)> = Vec::new();
+    let mut requested_prefill: Vec<u64> = Vec::new();
+    if !cfg.prefill.skip {
+        for &x in crate::plan::dedup_keep_order(&cfg.prefill.contexts)
+            .iter()
+            .filter(|&&x| x > 0)
+        {
+            if fits(x) {
+                requested_prefill.push(x);
+            } else {
+                prefill_skipped.push((
+                    x,
+                    format!(
+                        "prefill context {} does not fit the model's max_model_len {}",
+                        format_context(x),
+                        info.max_model_len.unwrap_or(0)
+                    ),
+                ));
+            }
         }
     }
+    if standalone && requested_prefill.is_empty() && !cfg.prefill.skip {
+        if let Some(m) = info.max_model_len {
+            requested_prefill.push(m.saturating_sub(64).max(1));
+        }
+    }
+    let scout_only: Vec<u64> = if standalone || cfg.prefill.skip {
+        Vec::new()
+    } else {
+        requested_prefill
+            .iter()
+            .copied()
+            .filter(|x| !decode_contexts.contains(x))
+            .collect()
+    };
+    let integrated: Vec<u64> = if standalone || cfg.prefill.skip {
+        Vec::new()
+    } else {
+        decode_contexts.iter().copied().filter(|&x| x > 0).collect()
+    };
+    let mut sizing: Vec<u64> = decode_contexts.clone();
+    sizing.extend(warmup_ctx);
+    sizing.extend(requested_prefill.iter().copied());
+    sizing.sort_unstable();
+    sizing.dedup();
+    if cfg.prefill.skip {
+        events.log("startup prefill tests: skipped");
+    } else if standalone {
+        events.log(format!(
+            "startup prefill tests: standalone cold profile at {}",
+            requested_prefill
+                .iter()
+                .map(|&x| format_context(x))
+                .collect::<Vec<_>>()
+                .join(",")
+        ));
+    } else {
+        events.log(format!(
+            "startup prefill tests: integrated decode scouts{}",
+            if scout_only.is_empty() {
+                String::new()
+            } else {
+                format!(
+                    " + scout-only {}",
+                    scout_only
+                        .iter()
+                        .map(|&x| format_context(x))
+                        .collect::<Vec<_>>()
+                        .join(",")
+                )
+            }
+        ));
+    }
+    for (x, why) in &prefill_skipped {
+        events.log(format!(
+            "startup prefill context {} skipped: {why}",
+            format_context(*x)
+        ));
+    }
+
+    // Prompts.
     let (targeting, prompts) = tokio::select! {
-        r = size_prompts(&client, &cfg, &info, &run_id, &sizing_contexts, &events) => r,
+        r = size_prompts(&client, &cfg, &info, &run_id, &sizing, &events) => r,
         _ = cancel.cancelled() => (Targeting::Estimate { chars_per_token: 4.0, overhead_tokens: 0.0, source: "none" }, BTreeMap::new()),
     };
     events.log("startup startup preparation done");
+    let rc = Ctx {
+        cfg: &cfg,
+        client,
+        info,
+        run_id,
+        events: &events,
+        telemetry,
+        cancel: &cancel,
+        prompts,
+        kv_budget,
+    };
 
+    let mut prefill: indexmap::IndexMap<String, PrefillRow> = indexmap::IndexMap::new();
+    let mut prefill_warm: indexmap::IndexMap<String, PrefillRow> = indexmap::IndexMap::new();
+    let mut record_prefill = |ctx: u64, cold: PrefillRow, warm: Option<PrefillRow>| {
+        events.emit(RunEvent::Prefill {
+            context: ctx,
+            row: Box::new(cold.clone()),
+        });
+        events.log(format!(
+            "prefill ctx={} {} {}",
+            format_context(ctx),
+            cold.tok_per_sec
+                .map(|t| format!("{t:.0} tok/s"))
+                .unwrap_or_else(|| "-".into()),
+            cold.status_reason.clone().unwrap_or_default()
+        ));
+        prefill.insert(ctx.to_string(), cold);
+        if let Some(w) = warm {
+            prefill_warm.insert(ctx.to_string(), w);
+        }
+    };
+    for (x, why) in &prefill_skipped {
+        record_prefill(*x, prefill_skip_row(why.clone()), None);
+    }
+
+    // 1. Prefill before decode.
+    let jit_body = || {
+        let input = match cfg.target.endpoint {
+            crate::target::Endpoint::Chat => PromptInput {
+                value: json!([{"role": "user", "content": JIT_PROBE_PROMPT}]),
+                padding_chars: 0,
+            },
+            crate::target::Endpoint::Completions => PromptInput {
+                value: Value::String(format!("{JIT_PROBE_PROMPT}\n")),
+                padding_chars: 0,
+            },
+        };
+        streaming_payload(
+            &RequestOptions {
+                ignore_eos: false,
+                ..rc.opts(64, false)
+            },
+            &input,
+        )
+    };
+    if standalone && !requested_prefill.is_empty() && !cancel.is_cancelled() {
+        rc.unrecorded("prefill warmup A (short decode)", jit_body())
+            .await;
+        let smallest = requested_prefill.iter().copied().min().unwrap_or(0);
+        if let Some(input) = rc.input_with_prefix(smallest, &format!("[WARMUP_{}]", rc.run_id)) {
+            rc.unrecorded(
+                "prefill warmup B (prefill)",
+                streaming_payload(&rc.opts(1, false), &input),
+            )
+            .await;
+        }
+        for &x in &requested_prefill {
+            if cancel.is_cancelled() {
+                break;
+            }
+            let t0 = Instant::now();
+            let (mut samples, mut failures) = (Vec::new(), Vec::new());
+            let mut r = 0u64;
+            while !cancel.is_cancelled() && (r == 0 || t0.elapsed() < cfg.prefill.duration) {
+                r += 1;
+                match rc
+                    .prefill_sample(x, &format!("[BENCH_{}_CTX_{x}_R{r}]", rc.run_id))
+                    .await
+                {
+                    Ok(s) => samples.push(s),
+                    Err(e) if !cancel.is_cancelled() => failures.push(e),
+                    Err(_) => {}
+                }
+            }
+            if cancel.is_cancelled() {
+                break;
+            }
+            let method = if cfg.prefill.metric == PrefillMetric::Prometheus {
+                "prometheus"
+            } else {
+                "client"
+            };
+            let cold = cold_row(&samples, &failures, method, cfg.prefill.metric);
+            let warm = match samples.last() {
+                Some(_) => {
+                    let w = rc
+                        .prefill_sample(x, &format!("[BENCH_{}_CTX_{x}_R{r}]", rc.run_id))
+                        .await;
+                    warm_row(w.as_ref())
+                }
+                None => warm_row(Err(&"every cold sample failed".to_string())),
+            };
+            record_prefill(x, cold, Some(warm));
+        }
+    } else if !cfg.prefill.only && !cancel.is_cancelled() {
+        rc.unrecorded("decode JIT probe", jit_body()).await;
+        let first_prefill = integrated.iter().chain(scout_only.iter()).copied().min();
+        if let Some(smallest) = first_prefill {
+            let wctx = smallest.min(8192);
+            let wctx = if rc.prompts.contains_key(&wctx) {
+                wctx
+            } else {
+                smallest
+            };
+            if let Some(input) =
+                rc.input_with_prefix(wctx, &format!("[WARMUP_{}_PREFILL]", rc.run_id))
+            {
+                rc.unrecorded(
+                    "prefill warmup",
+                    streaming_payload(&rc.opts(1, false), &input),
+                )
+                .await;
+            }
+        }
+        for &x in &scout_only {
+            if cancel.is_cancelled() {
+                break;
+            }
+            let (cold, warm) = rc
+                .scout_rows(x, &decode_prefix(&rc.run_id, x), "scout_only")
+                .await;
+            record_prefill(x, cold, Some(warm));
+        }
+    }
+
+    // 2. Hidden decode warmup.
     let settings = CellSettings {
-        path: cfg.target.endpoint.path(),
+        path: rc.path(),
         duration: cfg.duration,
         stable_window: cfg.stable_window,
         max_tokens: cfg.max_tokens,
         ignore_eos: cfg.ignore_eos,
     };
-    let ready_timeout = |ctx: u64| {
-        cfg.cell_timeout
-            .unwrap_or_else(|| Duration::from_secs_f64(auto_ready_timeout_s(ctx)))
-    };
-    let scout_opts = RequestOptions {
-        max_tokens: 1,
-        continuous_usage: false,
-        ..opts.clone()
-    };
-
-    // Hidden decode warmup.
+    let decode_opts = rc.opts(cfg.max_tokens, true);
+    let burst_opts = rc.opts(cfg.max_tokens, false);
+    let scout_opts = rc.opts(1, false);
     let mut warmup_context_done = 0;
     if let (Some(wctx), false) = (warmup_ctx, cancel.is_cancelled()) {
-        if let Some(p) = prompts.get(&wctx) {
-            let input = rebuild_with_prefix(p, &warmup_prefix(&run_id, wctx), cfg.target.endpoint);
+        if let Some(input) = rc.input_with_prefix(wctx, &warmup_prefix(&rc.run_id, wctx)) {
             events.log("decode warmup start");
             events.log(format!(
                 "decode warmup start C=1 ctx={} {}s",
@@ -248,31 +644,51 @@ pub async fn run(
                     concurrency: 1,
                     context: wctx,
                 },
-                decode_body: streaming_payload(&opts, &input),
+                decode_body: streaming_payload(&decode_opts, &input),
                 scout_body: (wctx > 0).then(|| streaming_payload(&scout_opts, &input)),
-                ready_timeout: ready_timeout(wctx),
+                ready_timeout: rc.ready_timeout(wctx),
                 index: 0,
-                total: plan.cells.len(),
+                total: cells.len(),
                 warmup: true,
             };
-            let out = run_sustained_cell(&client, &wsettings, job, &events, &cancel).await;
+            let out = run_sustained_cell(
+                &rc.client,
+                &wsettings,
+                job,
+                &events,
+                rc.telemetry.as_ref(),
+                &cancel,
+            )
+            .await;
             if !out.interrupted {
                 events.log(format!(
-                    "decode warmup done C=1 ctx={} ({})",
+                    "decode warmup done C=1 ctx={} ({}{})",
                     format_context(wctx),
-                    out.result.status.as_str()
+                    out.result.status.as_str(),
+                    if out.result.status_reason.is_empty() {
+                        String::new()
+                    } else {
+                        format!(": {}", out.result.status_reason)
+                    }
                 ));
-                warmup_context_done = wctx;
+                if out.result.status == CellStatus::Ok {
+                    warmup_context_done = wctx;
+                }
             }
             pause(cfg.cell_pause, &cancel).await;
         }
     }
 
-    // The matrix.
-    let total = plan.cells.len();
+    // 3. The matrix (sustained, or request-count cells as the primary layer).
+    let total = cells.len();
     let mut results: Vec<CellResult> = Vec::with_capacity(total);
-    let mut prefill: indexmap::IndexMap<String, PrefillRow> = indexmap::IndexMap::new();
-    for (i, (spec, skip)) in plan.cells.iter().enumerate() {
+    let mut prefill_done: Vec<u64> = Vec::new();
+    let primary_mode = if request_count_mode {
+        "request-count"
+    } else {
+        "duration"
+    };
+    for (i, (spec, skip)) in cells.iter().enumerate() {
         let index = i + 1;
         let mut result = if cancel.is_cancelled() {
             skipped(
@@ -280,28 +696,10 @@ pub async fn run(
                 CellStatus::SkippedUser,
                 "not run: the run was interrupted by the user (Ctrl-C)".into(),
                 None,
+                primary_mode,
             )
         } else if let Some(s) = skip {
-            let r = match s {
-                PreSkip::Context { reason } => {
-                    skipped(*spec, CellStatus::SkippedContext, reason.clone(), None)
-                }
-                PreSkip::Capacity {
-                    reason,
-                    needed,
-                    deficit,
-                } => {
-                    let mut r = skipped(
-                        *spec,
-                        CellStatus::SkippedCapacity,
-                        reason.clone(),
-                        Some(*needed),
-                    );
-                    r.timeout_reason = deficit.clone();
-                    r.capacity_limited = true;
-                    r
-                }
-            };
+            let r = skip_result(*spec, s, primary_mode);
             events.log(format!(
                 "cell skipped C={} ctx={}: {}",
                 spec.concurrency,
@@ -309,29 +707,67 @@ pub async fn run(
                 r.status_reason
             ));
             r
-        } else if let Some(p) = prompts.get(&spec.context) {
-            let job = CellJob {
-                spec: *spec,
-                decode_body: streaming_payload(&opts, &p.input),
-                scout_body: (spec.context > 0).then(|| streaming_payload(&scout_opts, &p.input)),
-                ready_timeout: ready_timeout(spec.context),
-                index,
-                total,
-                warmup: false,
-            };
-            let out = run_sustained_cell(&client, &settings, job, &events, &cancel).await;
-            if let (Some(scout), false) = (&out.scout, cfg.skip_prefill) {
-                let key = spec.context.to_string();
-                if !prefill.contains_key(&key) && scout.error.is_none() {
-                    let row = integrated_prefill_row(scout, spec.context);
-                    events.emit(RunEvent::Prefill {
-                        context: spec.context,
-                        row: Box::new(row.clone()),
-                    });
-                    prefill.insert(key, row);
+        } else if let Some(p) = rc.prompts.get(&spec.context) {
+            // The first cell of a context takes the measured (integrated) prefill sample itself;
+            // the cell's own scout then only re-primes the cache for later cells.
+            let mut scout_body =
+                (spec.context > 0).then(|| streaming_payload(&scout_opts, &p.input));
+            if integrated.contains(&spec.context) && !prefill_done.contains(&spec.context) {
+                prefill_done.push(spec.context);
+                let (cold, warm) = rc
+                    .scout_rows(
+                        spec.context,
+                        &decode_prefix(&rc.run_id, spec.context),
+                        "integrated_scout",
+                    )
+                    .await;
+                if cold.status == Some(CellStatus::Ok) {
+                    scout_body = None;
                 }
+                record_prefill(spec.context, cold, Some(warm));
             }
-            let mut r = out.result;
+            let mut r = if request_count_mode {
+                let job = BurstJob {
+                    spec: *spec,
+                    body: streaming_payload(&burst_opts, &p.input),
+                    scout_body,
+                    request_count: cfg.burst.request_count,
+                    warmup_count: cfg.burst.warmup_request_count,
+                    mode: "request-count",
+                    index,
+                    total,
+                };
+                run_burst_cell(
+                    &rc.client,
+                    rc.path(),
+                    job,
+                    &events,
+                    rc.telemetry.as_ref(),
+                    &cancel,
+                )
+                .await
+                .result
+            } else {
+                let job = CellJob {
+                    spec: *spec,
+                    decode_body: streaming_payload(&decode_opts, &p.input),
+                    scout_body,
+                    ready_timeout: rc.ready_timeout(spec.context),
+                    index,
+                    total,
+                    warmup: false,
+                };
+                run_sustained_cell(
+                    &rc.client,
+                    &settings,
+                    job,
+                    &events,
+                    rc.telemetry.as_ref(),
+                    &cancel,
+                )
+                .await
+                .result
+            };
             if r.prompt_tokens.is_none() {
                 r.prompt_tokens = p.exact_tokens;
             }
@@ -342,6 +778,7 @@ pub async fn run(
                 CellStatus::Error,
                 "no prompt could be built for this context".into(),
                 None,
+                primary_mode,
             )
         };
         if result.status == CellStatus::SkippedUser && result.status_reason.is_empty() {
@@ -357,6 +794,83 @@ pub async fn run(
             pause(cfg.cell_pause, &cancel).await;
         }
     }
+
+    // 4. Burst / E2E layer after the sustained matrix.
+    let mut burst_results: Vec<CellResult> = Vec::new();
+    let run_burst = cfg.burst.run_burst && !request_count_mode && !cfg.prefill.only;
+    if run_burst {
+        events.log("burst/e2e layer start");
+        for (i, (spec, skip)) in cells.iter().enumerate() {
+            let index = i + 1;
+            let c = spec.concurrency;
+            let n = if cfg.burst.burst_request_count > 0 {
+                cfg.burst.burst_request_count
+            } else {
+                c.max(c * cfg.burst.burst_requests_per_concurrency.max(1))
+            };
+            let w = if cfg.burst.burst_warmup_request_count > 0 {
+                cfg.burst.burst_warmup_request_count
+            } else {
+                c
+            };
+            let result = if cancel.is_cancelled() {
+                skipped(
+                    *spec,
+                    CellStatus::SkippedUser,
+                    "not run: the run was interrupted by the user (Ctrl-C)".into(),
+                    None,
+                    "burst-e2e",
+                )
+            } else if let Some(s) = skip {
+                skip_result(*spec, s, "burst-e2e")
+            } else if let Some(p) = rc.prompts.get(&spec.context) {
+                let job = BurstJob {
+                    spec: *spec,
+                    body: streaming_payload(&burst_opts, &p.input),
+                    scout_body: (spec.context > 0)
+                        .then(|| streaming_payload(&scout_opts, &p.input)),
+                    request_count: n,
+                    warmup_count: w,
+                    mode: "burst-e2e",
+                    index,
+                    total,
+                };
+                let mut r = run_burst_cell(
+                    &rc.client,
+                    rc.path(),
+                    job,
+                    &events,
+                    rc.telemetry.as_ref(),
+                    &cancel,
+                )
+                .await
+                .result;
+                r.request_count_target = n;
+                r
+            } else {
+                skipped(
+                    *spec,
+                    CellStatus::Error,
+                    "no prompt could be built for this context".into(),
+                    None,
+                    "burst-e2e",
+                )
+            };
+            let ran = !result.status.is_skipped();
+            events.emit(RunEvent::CellFinished {
+                index,
+                result: Box::new(result.clone()),
+            });
+            burst_results.push(result);
+            if ran && index < total {
+                pause(
+                    Duration::from_secs(1).min(cfg.cell_pause.max(Duration::from_millis(0))),
+                    &cancel,
+                )
+                .await;
+            }
+        }
+    }
     let interrupted = cancel.is_cancelled();
     if interrupted {
         events.log("run interrupted by the user: partial results");
@@ -367,26 +881,38 @@ pub async fn run(
     ));
 
     // Results.
-    let mut summary_table: indexmap::IndexMap<String, indexmap::IndexMap<String, f64>> =
-        indexmap::IndexMap::new();
-    for r in results.iter().filter(|r| r.status == CellStatus::Ok) {
-        if let Some(v) = r.aggregate_tps {
-            summary_table
-                .entry(r.context_tokens.to_string())
-                .or_default()
-                .insert(r.concurrency.to_string(), v);
+    let table = |rs: &[CellResult]| {
+        let mut t: indexmap::IndexMap<String, indexmap::IndexMap<String, f64>> =
+            indexmap::IndexMap::new();
+        for r in rs.iter().filter(|r| r.status == CellStatus::Ok) {
+            if let Some(v) = r.aggregate_tps {
+                t.entry(r.context_tokens.to_string())
+                    .or_default()
+                    .insert(r.concurrency.to_string(), v);
+            }
         }
-    }
-    let (cpt, overhead_label) = match &targeting {
+        t
+    };
+    let summary_table = table(&results);
+    let burst_summary_table = table(&burst_results);
+    let cpt = match &targeting {
         Targeting::Estimate {
             chars_per_token, ..
-        } => (Some(*chars_per_token), targeting.label()),
-        Targeting::Exact => (None, targeting.label()),
+        } if *chars_per_token > 0.0 => Some(*chars_per_token),
+        _ => None,
+    };
+    let info = &rc.info;
+    let prefill_mode = if cfg.prefill.skip {
+        "skipped"
+    } else if standalone {
+        "standalone_cold"
+    } else {
+        "integrated_decode_scout"
     };
     let metadata = Metadata {
         version: env!("CARGO_PKG_VERSION").into(),
         tool: TOOL_NAME.into(),
-        engine: info.engine.clone(),
+        engine: info.engine_name.clone(),
         engine_version: info.engine_version.clone(),
         model: info.model.clone(),
         server: cfg.target.server_label.clone(),
@@ -395,18 +921,39 @@ pub async fn run(
         timestamp: chrono::Local::now()
             .format("%Y-%m-%dT%H:%M:%S%.6f")
             .to_string(),
-        decode_mode: "duration".into(),
-        primary_decode_layer: "sustained_decode".into(),
-        duration_per_test: cfg.duration.as_secs_f64(),
-        prefill_mode: if cfg.skip_prefill {
-            "skipped"
+        decode_mode: primary_mode.into(),
+        primary_decode_layer: if request_count_mode {
+            "burst_e2e_decode"
         } else {
-            "integrated_decode_scout"
+            "sustained_decode"
         }
         .into(),
-        skip_prefill: cfg.skip_prefill,
-        burst_e2e_status: "not_run_use_--run-burst".into(),
-        burst_requests_per_concurrency: 5,
+        duration_per_test: cfg.duration.as_secs_f64(),
+        request_count: cfg.burst.request_count,
+        warmup_request_count: cfg.burst.warmup_request_count,
+        run_burst: cfg.burst.run_burst,
+        prefill_mode: prefill_mode.into(),
+        standalone_prefill: cfg.prefill.standalone,
+        prefill_only: cfg.prefill.only,
+        skip_prefill: cfg.prefill.skip,
+        prefill_contexts: Some(cfg.prefill.contexts.clone()),
+        prefill_metric: Some(
+            match cfg.prefill.metric {
+                PrefillMetric::Client => "client",
+                PrefillMetric::Auto => "auto",
+                PrefillMetric::Prometheus => "prometheus",
+            }
+            .into(),
+        ),
+        burst_e2e_status: if run_burst {
+            "enabled"
+        } else {
+            "not_run_use_--run-burst"
+        }
+        .into(),
+        burst_request_count: cfg.burst.burst_request_count,
+        burst_warmup_request_count: cfg.burst.burst_warmup_request_count,
+        burst_requests_per_concurrency: cfg.burst.burst_requests_per_concurrency,
         decode_warmup_seconds: cfg.decode_warmup.as_secs_f64(),
         decode_warmup_context: warmup_context_done,
         decode_warmup_concurrency: u64::from(!cfg.decode_warmup.is_zero()),
@@ -417,30 +964,31 @@ pub async fn run(
         max_tokens: cfg.max_tokens,
         temperature: cfg.temperature,
         ignore_eos: cfg.ignore_eos,
-        max_total_tokens: cfg.kv_budget,
-        dcp_size: 0,
-        metrics_available: false,
-        metrics_warning:
-            "server metrics are not read by this build; readiness uses client streams only".into(),
+        max_total_tokens: rc.kv_budget,
+        kv_budget_source: Some(kv.source.into()),
+        max_running_requests: info.max_running_requests,
+        dcp_size: cfg.dcp_size,
+        metrics_available: info.metrics_available,
+        metrics_warning: info.metrics_warning.clone(),
         concurrency_levels: cfg.concurrency.clone(),
         context_lengths: cfg.contexts.clone(),
         max_model_len: info.max_model_len,
-        prompt_targeting: overhead_label.into(),
+        prompt_targeting: targeting.label().into(),
         chars_per_token: cpt,
-        run_id: run_id.clone(),
+        run_id: rc.run_id.clone(),
         seed: cfg.seed,
         interrupted,
         startup_diagnostics_available: true,
         nvidia_p2p_override_effective: None,
         p2pmark_status: "not_run".into(),
         amd_fabric_status: "not_run".into(),
-        ..Default::default()
     };
     let not_run = || {
         let mut m = JsonObject::new();
         m.insert("status".into(), Value::String("not_run".into()));
         m
     };
+    let has_ok = |rs: &[CellResult]| rs.iter().any(|r| r.status == CellStatus::Ok);
     Ok(Results {
         schema_version: SCHEMA_VERSION.into(),
         metadata,
@@ -451,15 +999,22 @@ pub async fn run(
         hardware_run_summary: JsonObject::new(),
         event_log: events.lines(),
         methodology: methodology(
-            !prefill.is_empty(),
-            cfg.skip_prefill,
-            results.iter().any(|r| r.status == CellStatus::Ok),
+            prefill.values().any(|r| r.status == Some(CellStatus::Ok)),
+            prefill_mode,
+            !request_count_mode && has_ok(&results),
+            if request_count_mode {
+                has_ok(&results)
+            } else {
+                has_ok(&burst_results)
+            },
+            run_burst || request_count_mode,
         ),
         prefill,
+        prefill_warm,
         results,
         summary_table,
-        burst_results: Vec::new(),
-        burst_summary_table: indexmap::IndexMap::new(),
+        burst_results,
+        burst_summary_table,
     })
 }
 
@@ -473,49 +1028,75 @@ async fn pause(d: Duration, cancel: &CancellationToken) {
     }
 }
 
-fn skipped(spec: CellSpec, status: CellStatus, reason: String, needed: Option<u64>) -> CellResult {
+/// Pre-run skip decision for a cell: model length, KV budget, and the server's concurrency cap
+/// (SGLang `max_running_requests`: a larger C would queue, not run). Context-0 cells within the
+/// cap are never capacity-skipped on SGLang (seed §3.4 exception).
+fn pre_skip_cell(
+    c: CellSpec,
+    cfg: &RunConfig,
+    info: &ServerInfo,
+    kv_budget: u64,
+) -> Option<PreSkip> {
+    let sglang = info.engine == servebench_metrics::Engine::Sglang;
+    if let Some(cap) = info.max_running_requests.filter(|_| sglang) {
+        if c.concurrency > cap {
+            return Some(PreSkip::Capacity {
+                reason: format!(
+                    "C={} exceeds the server's max_running_requests {cap}",
+                    c.concurrency
+                ),
+                needed: c.concurrency,
+                deficit: format!("{} requests", c.concurrency - cap),
+            });
+        }
+        if c.context == 0 {
+            return pre_skip(c, cfg.max_tokens, info.max_model_len, 0);
+        }
+    }
+    pre_skip(c, cfg.max_tokens, info.max_model_len, kv_budget)
+}
+
+fn skip_result(spec: CellSpec, s: &PreSkip, mode: &str) -> CellResult {
+    match s {
+        PreSkip::Context { reason } => {
+            skipped(spec, CellStatus::SkippedContext, reason.clone(), None, mode)
+        }
+        PreSkip::Capacity {
+            reason,
+            needed,
+            deficit,
+        } => {
+            let mut r = skipped(
+                spec,
+                CellStatus::SkippedCapacity,
+                reason.clone(),
+                Some(*needed),
+                mode,
+            );
+            r.timeout_reason = deficit.clone();
+            r.capacity_limited = true;
+            r
+        }
+    }
+}
+
+fn skipped(
+    spec: CellSpec,
+    status: CellStatus,
+    reason: String,
+    needed: Option<u64>,
+    mode: &str,
+) -> CellResult {
     CellResult {
         concurrency: spec.concurrency,
         context_tokens: spec.context,
         status,
         status_reason: reason,
-        benchmark_mode: "duration".into(),
+        benchmark_mode: mode.into(),
         aggregate_source: "none".into(),
         total_tokens: needed,
         ..Default::default()
     }
-}
-
-/// The integrated prefill sample of a context: the scout's prompt tokens / TTFT (client).
-fn integrated_prefill_row(scout: &servebench_sse::RequestRecord, _ctx: u64) -> PrefillRow {
-    let ttft = scout.ttft_s();
-    let prompt = scout.prompt_tokens;
-    let tps = match (ttft, prompt) {
-        (Some(t), Some(p)) if t > 0.0 => Some(p as f64 / t),
-        _ => None,
-    };
-    PrefillRow {
-        ttft_seconds: ttft,
-        prefill_seconds: ttft,
-        tok_per_sec: tps,
-        client_ttft_seconds: ttft,
-        client_tok_per_sec: tps,
-        prompt_tokens: prompt,
-        samples: 1,
-        method: "integrated_scout".into(),
-        server_validation: JsonObject::new(),
-        hardware_summary: JsonObject::new(),
-        status: Some(CellStatus::Ok),
-        status_reason: None,
-    }
-}
-
-fn rebuild_with_prefix(
-    p: &SizedPrompt,
-    prefix: &str,
-    endpoint: crate::target::Endpoint,
-) -> PromptInput {
-    build_input(endpoint, prefix, p.input.padding_chars, p.context > 0)
 }
 
 /// Sizes one prompt per context; returns the targeting used.
@@ -599,7 +1180,7 @@ async fn size_prompts(
     }
     // Estimate targeting.
     let tid = template_id(endpoint);
-    let key = CalibrationCache::key(&info.engine, &info.model, &tid);
+    let key = CalibrationCache::key(&info.engine_name, &info.model, &tid);
     let max_ctx = nonzero.iter().copied().max().unwrap_or(0);
     let cal_ctx = cfg.calibration_context.min(max_ctx).max(256);
     let targeting = if let Some(e) = cfg.calibration_cache.get(&key) {
@@ -633,7 +1214,7 @@ async fn size_prompts(
                 let entry = CalibrationEntry {
                     chars_per_token: cpt,
                     overhead_tokens: overhead,
-                    engine: info.engine.clone(),
+                    engine: info.engine_name.clone(),
                     model: info.model.clone(),
                     template_id: tid.clone(),
                     source_context: cal_ctx,
@@ -767,19 +1348,24 @@ pub fn thousands(n: u64) -> String {
 /// The `methodology` block: how each layer's headline is computed.
 pub fn methodology(
     prefill_present: bool,
-    skip_prefill: bool,
+    prefill_mode: &str,
     sustained_present: bool,
+    burst_present: bool,
+    burst_run: bool,
 ) -> Methodology {
     Methodology {
         prefill: LayerMethod {
             name: "Prefill".into(),
             present: prefill_present,
-            mode: Some(if skip_prefill { "skipped" } else { "integrated_decode_scout" }.into()),
+            mode: Some(prefill_mode.into()),
             status: None,
             formula: "prompt_tokens / TTFT".into(),
             notes: "Client-side: prompt tokens reported by the server's usage divided by the time to the first output token \
-                    of a cold max_tokens=1 request. Integrated mode uses the scout request each decode context sends anyway \
-                    (its prompt carries a fresh per-run, per-context prefix, so it is not served from the prefix cache)."
+                    of a cold max_tokens=1 request whose prompt carries a fresh per-run, per-context prefix (never served from \
+                    the prefix cache). Integrated mode uses the scout each decode context needs anyway; standalone mode takes \
+                    the median of repeated cold samples. Prometheus prefill counters, when available and uncontaminated (an \
+                    idle server before and after, exactly one prefill observed), are stored as server_validation. Warm-prefix \
+                    rows (the same prompt again) are kept apart in prefill_warm."
                 .into(),
         },
         sustained_decode: LayerMethod {
@@ -791,19 +1377,22 @@ pub fn methodology(
                       cumulative usage.completion_tokens (continuous usage stats), else one per SSE token event"
                 .into(),
             notes: "C streams are kept in flight (each restarts when it ends). The window opens once every stream produces \
-                    tokens and that held for the stable window; requests straddling the window edges are credited with \
-                    exactly what they produced inside it. This is the engine's steady-state decode throughput, the signal \
-                    for kernel, parallelism, speculative-decoding and scheduler tuning."
+                    tokens (and, with server metrics, C requests run with an empty queue) and that held for the stable window; \
+                    requests straddling the window edges are credited with exactly what they produced inside it. This is the \
+                    engine's steady-state decode throughput, the signal for kernel, parallelism, speculative-decoding and \
+                    scheduler tuning."
                 .into(),
         },
         burst_e2e_decode: LayerMethod {
             name: "Burst / E2E Decode".into(),
-            present: false,
+            present: burst_present,
             mode: None,
-            status: Some("not run; use --run-burst".into()),
+            status: Some(if burst_run { "present" } else { "not run; use --run-burst" }.into()),
             formula: "sum(completion_tokens) / profiling_wall_time".into(),
-            notes: "Finite client-facing request burst using final stream usage. It includes admission, scheduling, prefill \
-                    and completion; never compare it with sustained decode numbers."
+            notes: "Finite client-facing request burst using final stream usage (no continuous usage, as AIPerf): N requests \
+                    at concurrency C after W discarded warmup requests; the wall time runs from the first request to the end \
+                    of the last. It includes admission, scheduling, prefill and completion; never compare it with sustained \
+                    decode numbers."
                 .into(),
         },
     }

@@ -148,6 +148,16 @@ impl Target {
         format!("{}{}", self.base_url, path)
     }
 
+    /// The port of the base URL (explicit, or 80/443 by scheme).
+    pub fn port(&self) -> Option<u16> {
+        let (scheme, rest) = self.base_url.split_once("://")?;
+        let authority = rest.split('/').next()?;
+        match authority.rsplit_once(':') {
+            Some((_, p)) if !p.contains(']') => p.parse().ok(),
+            _ => Some(if scheme == "https" { 443 } else { 80 }),
+        }
+    }
+
     /// True when the server is on this machine (loopback), which allows local-process checks.
     pub fn is_loopback(&self) -> bool {
         let rest = self

@@ -79,7 +79,15 @@ async fn cell(
         warmup: false,
     };
     let events = Arc::new(EventSink::new(None));
-    run_sustained_cell(&client, &settings, job, &events, &CancellationToken::new()).await
+    run_sustained_cell(
+        &client,
+        &settings,
+        job,
+        &events,
+        None,
+        &CancellationToken::new(),
+    )
+    .await
 }
 
 fn truth_by_id<'a>(truth: &'a [RequestTruth], id: &str) -> Option<&'a RequestTruth> {

@@ -162,27 +162,40 @@ pub fn render_text(r: &Results, opts: &ReportOptions) -> String {
     let m = &r.metadata;
     let mut out = String::new();
     let engine = match &m.engine_version {
+        Some(v) if v.starts_with(&m.engine) => v.clone(),
         Some(v) => format!("{} {v}", m.engine),
         None => m.engine.clone(),
     };
+    let tool = if m.tool.is_empty() {
+        "llm_decode_bench"
+    } else {
+        m.tool.as_str()
+    };
+    let api = if m.endpoint.is_empty() {
+        String::new()
+    } else {
+        format!(", {} API", m.endpoint)
+    };
     let _ = writeln!(
         out,
-        "servebench {} — {} @ {} ({}, /{} endpoint)",
-        m.version, m.model, m.server, engine, m.endpoint
+        "{tool} {} — {} @ {} ({engine}{api})",
+        m.version, m.model, m.server
     );
-    let _ = writeln!(
-        out,
-        "max_tokens {} · window {:.0}s · ignore_eos {} · prompts: {}{}",
-        m.max_tokens,
-        m.duration_per_test,
-        m.ignore_eos,
-        m.prompt_targeting,
-        if m.interrupted {
-            " · INTERRUPTED (partial results)"
-        } else {
-            ""
-        }
-    );
+    let mut facts = vec![
+        format!("max_tokens {}", m.max_tokens),
+        format!("window {:.0}s", m.duration_per_test),
+        format!("ignore_eos {}", m.ignore_eos),
+    ];
+    if !m.prompt_targeting.is_empty() {
+        facts.push(format!("prompts: {}", m.prompt_targeting));
+    }
+    if m.max_total_tokens > 0 {
+        facts.push(format!("KV budget {} tokens", m.max_total_tokens));
+    }
+    if m.interrupted {
+        facts.push("INTERRUPTED (partial results)".into());
+    }
+    let _ = writeln!(out, "{}", facts.join(" · "));
     out.push('\n');
 
     if !r.prefill.is_empty() {
@@ -232,9 +245,14 @@ pub fn render_text(r: &Results, opts: &ReportOptions) -> String {
     }
 
     if !r.results.is_empty() {
+        let layer = if m.decode_mode == "request-count" {
+            "request-count: Σ completion tokens / wall time"
+        } else {
+            "sustained"
+        };
         let _ = writeln!(
             out,
-            "Aggregate decode tok/s (sustained; second line: TTFT p50 / ITL p50, ms)"
+            "Aggregate decode tok/s ({layer}; second line: TTFT p50 / ITL p50, ms)"
         );
         let show = opts.show_capacity_limited_values || m.show_capacity_limited_values;
         matrix(
@@ -249,7 +267,7 @@ pub fn render_text(r: &Results, opts: &ReportOptions) -> String {
             &mut out,
             &r.results,
             &|c| {
-                if c.status == CellStatus::Ok {
+                if c.status == CellStatus::Ok && (show || !c.capacity_limited) {
                     fmt_tps(c.per_request_avg_tps)
                 } else {
                     cell_text(c, show)
@@ -279,18 +297,108 @@ pub fn render_text(r: &Results, opts: &ReportOptions) -> String {
         );
     }
 
+    if !r.prefill_warm.is_empty() {
+        out.push('\n');
+        let _ = writeln!(
+            out,
+            "Warm-prefix prefill (same prompt again; NOT comparable with cold prefill)"
+        );
+        let _ = writeln!(
+            out,
+            "  {}{}{}{}{}  cached from",
+            pad_right("context", 9),
+            pad("tokens", 9),
+            pad("cached", 16),
+            pad("TTFT s", 10),
+            pad("comp. tok/s", 13)
+        );
+        for (ctx, row) in &r.prefill_warm {
+            let ctx_label = ctx
+                .parse::<u64>()
+                .map(format_context)
+                .unwrap_or_else(|_| ctx.clone());
+            let cached = match (row.cached_tokens, row.cache_hit_rate) {
+                (Some(c), Some(h)) => format!("{c} ({:.0}%)", h * 100.0),
+                (Some(c), None) => c.to_string(),
+                _ => "unknown".into(),
+            };
+            let _ = writeln!(
+                out,
+                "  {}{}{}{}{}  {}",
+                pad_right(&ctx_label, 9),
+                pad(
+                    &row.prompt_tokens
+                        .map(|t| t.to_string())
+                        .unwrap_or_else(|| "-".into()),
+                    9
+                ),
+                pad(&cached, 16),
+                pad(
+                    &row.ttft_seconds
+                        .map(|t| format!("{t:.3}"))
+                        .unwrap_or_else(|| "-".into()),
+                    10
+                ),
+                pad(
+                    &row.tok_per_sec
+                        .map(|t| format!("{t:.0}"))
+                        .unwrap_or_else(|| "-".into()),
+                    13
+                ),
+                row.cached_tokens_source.as_deref().unwrap_or("-")
+            );
+        }
+    }
+
+    let burst: &[CellResult] = if m.decode_mode == "request-count" {
+        &[]
+    } else {
+        &r.burst_results
+    };
+    if !burst.is_empty() {
+        out.push('\n');
+        let _ = writeln!(
+            out,
+            "Burst / E2E tok/s (completed/target; finite batches — a different question from sustained decode)"
+        );
+        let show = opts.show_capacity_limited_values || m.show_capacity_limited_values;
+        matrix(
+            &mut out,
+            burst,
+            &|c| {
+                if c.status == CellStatus::Ok {
+                    format!(
+                        "{} ({}/{})",
+                        fmt_tps(c.aggregate_tps),
+                        c.num_completed,
+                        c.request_count_target
+                    )
+                } else {
+                    cell_text(c, show)
+                }
+            },
+            Some(&detail_text),
+        );
+    }
+
     let problems: Vec<&CellResult> = r
         .results
         .iter()
+        .chain(r.burst_results.iter())
         .filter(|c| c.status != CellStatus::Ok)
         .collect();
     if !problems.is_empty() {
         out.push('\n');
         let _ = writeln!(out, "Cells not measured:");
         for c in problems {
+            let layer = if c.benchmark_mode == "burst-e2e" {
+                "[burst] "
+            } else {
+                ""
+            };
             let _ = writeln!(
                 out,
-                "  C={} ctx={}: {} — {}",
+                "  {layer}C={} ctx={}: {} — {}",
                 c.concurrency,
                 format_context(c.context_tokens),
                 c.status.as_str(),
@@ -348,7 +456,10 @@ pub fn write_json(r: &Results, path: &Path) -> anyhow::Result<()> {
         std::process::id()
     ));
     std::fs::write(&tmp, bytes)?;
-    std::fs::rename(&tmp, path)?;
+    if let Err(e) = std::fs::rename(&tmp, path) {
+        let _ = std::fs::remove_file(&tmp);
+        return Err(e.into());
+    }
     Ok(())
 }
 

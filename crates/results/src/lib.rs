@@ -51,8 +51,11 @@ pub struct Results {
     pub hardware_run_summary: JsonObject,
     /// Every event of the run as `"HH:MM:SS message"` (local time), complete.
     pub event_log: Vec<String>,
-    /// Prefill rows keyed by context label (`"8192"`), in run order.
+    /// Cold prefill rows keyed by context label (`"8192"`), in run order.
     pub prefill: IndexMap<String, PrefillRow>,
+    /// Warm-prefix prefill rows (the same prompt sent again), keyed like `prefill`. Kept apart so
+    /// warm (cache-hit) and cold prefill are never compared by mistake.
+    pub prefill_warm: IndexMap<String, PrefillRow>,
     /// Sustained-decode (or request-count) cells, every planned cell, in run order.
     pub results: Vec<CellResult>,
     /// `{ "<ctx>": { "<C>": aggregate_tps } }` over cells with status `ok`.
@@ -107,6 +110,10 @@ pub struct Metadata {
     pub prefill_only: bool,
     /// `--skip-prefill` given.
     pub skip_prefill: bool,
+    /// `--prefill-contexts` as parsed, tokens.
+    pub prefill_contexts: Option<Vec<u64>>,
+    /// `--prefill-metric`: `client`, `auto` or `prometheus`.
+    pub prefill_metric: Option<String>,
     /// `not_run_use_--run-burst` or `enabled`.
     pub burst_e2e_status: String,
     /// Burst requests per cell (0 = automatic).
@@ -137,6 +144,11 @@ pub struct Metadata {
     pub ignore_eos: bool,
     /// KV budget used for capacity skipping, tokens (0 = none known).
     pub max_total_tokens: u64,
+    /// Where the KV budget came from: `argument`, `vllm_metrics`, `sglang_server_info`,
+    /// `llamacpp_slots`, `none`.
+    pub kv_budget_source: Option<String>,
+    /// The server's concurrency cap, when it reports one (SGLang, TGI).
+    pub max_running_requests: Option<u64>,
     /// `--dcp-size` argument (0 = automatic).
     pub dcp_size: u64,
     /// Whether the server's Prometheus `/metrics` was usable.
@@ -250,6 +262,11 @@ pub struct RequestSample {
     /// Request send time relative to the opening of the cell's measured window, s (negative =
     /// before the window).
     pub sent_at_window_s: Option<f64>,
+    /// Time to the first *answer* token (not reasoning), s — TTFT to content for reasoning models.
+    pub time_to_first_content: Option<f64>,
+    /// Reasoning tokens (`usage.completion_tokens_details.reasoning_tokens`, clamped to the
+    /// output tokens); null when the server does not report them (never assumed 0).
+    pub reasoning_tokens: Option<u64>,
 }
 
 /// One matrix cell (seed spec §6.2 field names, plus status fields). Times in s, rates in tok/s.
@@ -333,6 +350,18 @@ pub struct CellResult {
     pub e2e_output_tps_per_user_p90: Option<f64>,
     /// E2E output tok/s per user p99.
     pub e2e_output_tps_per_user_p99: Option<f64>,
+    /// Time to first answer content (after any reasoning) mean, s.
+    pub time_to_first_content_avg: Option<f64>,
+    /// Time to first answer content p50, s.
+    pub time_to_first_content_p50: Option<f64>,
+    /// Time to first answer content p90, s.
+    pub time_to_first_content_p90: Option<f64>,
+    /// Time to first answer content p99, s.
+    pub time_to_first_content_p99: Option<f64>,
+    /// Mean reasoning tokens per request (requests whose server reported them).
+    pub reasoning_tokens_avg: Option<f64>,
+    /// Completed requests that stopped before `max_tokens` (finish_reason other than `length`).
+    pub early_stop_requests: Option<u64>,
     /// Chunk ITL mean, s.
     pub chunk_inter_token_latency_avg: Option<f64>,
     /// Chunk ITL p50, s.
@@ -411,6 +440,18 @@ pub struct CellResult {
     /// Worst lateness of the client's 10 ms monitor tick during the window, ms — proof that the
     /// client kept up (large values mean the client, not the server, was the bottleneck).
     pub client_max_tick_lag_ms: Option<f64>,
+    /// Mean KV-cache usage on the server during the window, 0–1.
+    pub server_kv_usage_avg: Option<f64>,
+    /// Max KV-cache usage on the server during the window, 0–1.
+    pub server_kv_usage_max: Option<f64>,
+    /// Prefix-cache hit rate over the window (Δhits / Δqueries), 0–1.
+    pub server_prefix_cache_hit_rate: Option<f64>,
+    /// Requests the server preempted during the window.
+    pub server_preemptions: Option<u64>,
+    /// A server counter went down during the window (restart): deltas are partial.
+    pub server_counter_reset: Option<bool>,
+    /// Scheduler samples (scrapes) behind the averages.
+    pub server_samples: Option<u64>,
     /// Warnings about this cell (usage not continuous, short outputs under ignore_eos, …).
     pub warnings: Vec<String>,
 }
@@ -441,8 +482,16 @@ pub struct PrefillRow {
     pub hardware_summary: JsonObject,
     /// Row outcome (`ok`, `error`, …).
     pub status: Option<CellStatus>,
-    /// Why the row is not ok.
+    /// Why the row is not ok, or a note about it.
     pub status_reason: Option<String>,
+    /// Warm-prefix rows: prompt tokens served from the prefix cache (null = unknown, never 0).
+    pub cached_tokens: Option<u64>,
+    /// Warm-prefix rows: prompt tokens actually computed (prompt − cached).
+    pub computed_tokens: Option<u64>,
+    /// Warm-prefix rows: cached / prompt tokens, 0–1.
+    pub cache_hit_rate: Option<f64>,
+    /// Warm-prefix rows: where cached tokens came from (`usage`, `prefix_cache_counters`, `unknown`).
+    pub cached_tokens_source: Option<String>,
 }
 
 /// How each layer is computed (`methodology`, seed spec §6.7).

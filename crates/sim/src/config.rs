@@ -2,6 +2,51 @@
 
 use serde::Serialize;
 
+/// Which real engine the simulator impersonates: info endpoints, `/metrics` names and labels,
+/// and (for llama.cpp) the streaming chunk shape.
+#[derive(clap::ValueEnum, Clone, Copy, Debug, Default, PartialEq, Eq, Hash, Serialize)]
+#[serde(rename_all = "lowercase")]
+pub enum Personality {
+    /// servebench's own simulator (engine name `servebench-sim`): vLLM-shaped streams,
+    /// `/version` = `servebench-sim <version>`, no `/metrics` page.
+    #[default]
+    Neutral,
+    /// vLLM 0.32 (V1 engine): `/version`, `/v1/models` with `max_model_len`, `/tokenize`,
+    /// `/metrics` with `vllm:` names labelled `engine="0",model_name="<model>"`.
+    Vllm,
+    /// SGLang: `/get_server_info`, `/get_model_info`, `/v1/models`, `/metrics` with `sglang:`
+    /// (or `sglang_`) names labelled `engine_type,model_name,pp_rank,tp_rank`; no `/version`.
+    Sglang,
+    /// llama.cpp `llama-server --metrics --slots`: `/props`, `/slots`, `/health`, `/v1/models`
+    /// with `models` and `data`, `/metrics` with unlabelled `llamacpp:` names, llama.cpp chunk
+    /// shapes (`timings`, role chunk with `content: null`); `/version` is 404.
+    Llamacpp,
+}
+
+impl Personality {
+    /// Engine name: `servebench-sim`, `vllm`, `sglang` or `llamacpp` (also `owned_by` in
+    /// `/v1/models`).
+    pub fn engine_name(self) -> &'static str {
+        match self {
+            Personality::Neutral => "servebench-sim",
+            Personality::Vllm => "vllm",
+            Personality::Sglang => "sglang",
+            Personality::Llamacpp => "llamacpp",
+        }
+    }
+
+    /// Whether this personality serves `GET /metrics` (every one except the neutral one).
+    pub fn has_metrics(self) -> bool {
+        self != Personality::Neutral
+    }
+}
+
+/// vLLM's default KV-cache block size in tokens (`--block-size`).
+pub const DEFAULT_BLOCK_SIZE: u64 = 16;
+
+/// Largest accepted `--spec-tokens` (draft tokens per step).
+pub const MAX_SPEC_TOKENS: u32 = 64;
+
 /// Configuration of the built-in simulator.
 ///
 /// Every field is a long flag (`--max-batch 64`, `--no-role-chunk`, ...) with the default shown in
@@ -110,6 +155,50 @@ pub struct SimConfig {
     /// does, so memory stays flat).
     #[arg(long = "no-record-truth", action = clap::ArgAction::SetFalse)]
     pub record_truth: bool,
+
+    /// Engine to impersonate: `neutral` (servebench-sim itself), `vllm`, `sglang` or
+    /// `llamacpp`. Changes the info endpoints, adds a `/metrics` page with that engine's real
+    /// metric names, and (llamacpp) the chunk shapes. Default `neutral`.
+    #[arg(long, value_enum, default_value_t = Personality::Neutral)]
+    pub personality: Personality,
+
+    /// KV-cache size in blocks of `--block-size` tokens. A running request holds
+    /// ceil((prompt + generated) / block_size) blocks; requests wait when the free blocks cannot
+    /// hold their prompt plus the step's tokens, and running ones are preempted when decoding
+    /// runs out. Must hold at least `--max-model-len` tokens. Default: unset =
+    /// `max_batch × ceil(max_model_len / block_size)` blocks, which never binds. Not allowed
+    /// with `--personality llamacpp` (its KV is `slots × per-slot context` = `max_batch ×
+    /// max_model_len`).
+    #[arg(long)]
+    pub kv_blocks: Option<u64>,
+
+    /// KV-cache block size in tokens (vLLM `--block-size`). Default `16`.
+    #[arg(long, default_value_t = DEFAULT_BLOCK_SIZE)]
+    pub block_size: u64,
+
+    /// Speculative decoding: draft tokens K proposed per request per decode step; `0` = off.
+    /// Each step accepts a prefix of the drafts (stopping at the first rejection) plus one bonus
+    /// token, all sent in ONE SSE event. Not combinable with `--tokens-per-chunk` > 1.
+    /// Default `0`.
+    #[arg(long, default_value_t = 0)]
+    pub spec_tokens: u32,
+
+    /// Speculative decoding: probability (0..=1) that a draft token is accepted, given that the
+    /// drafts before it in the same step were. The expected accepted/draft ratio is then
+    /// (P + P² + … + P^K) / K. Default `0.7`.
+    #[arg(long, default_value_t = 0.7)]
+    pub spec_accept_rate: f64,
+
+    /// Seed of the deterministic pseudo-random draws (speculative acceptance). The draw for a
+    /// draft position depends only on (seed, request number, tokens generated so far,
+    /// position), so a rerun with the same requests accepts the same drafts. Default `0`.
+    #[arg(long, default_value_t = 0)]
+    pub seed: u64,
+
+    /// With `--personality sglang`: name metrics `sglang_*` (underscore, as re-exported by
+    /// SGLang routers / sidecars) instead of `sglang:*`. Ignored otherwise. Default off.
+    #[arg(long)]
+    pub sglang_underscore_prefix: bool,
 }
 
 fn redact<S: serde::Serializer>(key: &Option<String>, s: S) -> Result<S::Ok, S::Error> {
@@ -143,6 +232,13 @@ impl Default for SimConfig {
             fault_every: 0,
             fault_midstream_every: 0,
             record_truth: true,
+            personality: Personality::Neutral,
+            kv_blocks: None,
+            block_size: DEFAULT_BLOCK_SIZE,
+            spec_tokens: 0,
+            spec_accept_rate: 0.7,
+            seed: 0,
+            sglang_underscore_prefix: false,
         }
     }
 }
@@ -170,6 +266,36 @@ impl SimConfig {
         anyhow::ensure!(self.tokens_per_chunk >= 1, "tokens_per_chunk must be >= 1");
         anyhow::ensure!(self.max_model_len >= 2, "max_model_len must be >= 2");
         anyhow::ensure!(!self.model.is_empty(), "model must not be empty");
+        anyhow::ensure!(self.block_size >= 1, "block_size must be >= 1 token");
+        if let Some(blocks) = self.kv_blocks {
+            anyhow::ensure!(
+                self.personality != Personality::Llamacpp,
+                "kv_blocks cannot be set with the llamacpp personality: its KV budget is \
+                 slots x per-slot context (set max_batch and max_model_len instead)"
+            );
+            let tokens = blocks.saturating_mul(self.block_size);
+            anyhow::ensure!(
+                tokens >= self.max_model_len,
+                "kv_blocks x block_size = {tokens} tokens cannot hold one request of \
+                 max_model_len {} tokens; raise kv_blocks or lower max_model_len",
+                self.max_model_len
+            );
+        }
+        anyhow::ensure!(
+            self.spec_tokens <= MAX_SPEC_TOKENS,
+            "spec_tokens must be <= {MAX_SPEC_TOKENS}, got {}",
+            self.spec_tokens
+        );
+        anyhow::ensure!(
+            self.spec_accept_rate.is_finite() && (0.0..=1.0).contains(&self.spec_accept_rate),
+            "spec_accept_rate must be a probability in 0..=1, got {}",
+            self.spec_accept_rate
+        );
+        anyhow::ensure!(
+            self.spec_tokens == 0 || self.tokens_per_chunk == 1,
+            "spec_tokens and tokens_per_chunk > 1 are two ways to put several tokens in one \
+             event; use one of them"
+        );
         if let Some(status) = self.fault_http_status {
             anyhow::ensure!(
                 (100..=599).contains(&status),
@@ -186,6 +312,26 @@ impl SimConfig {
         self.decode_base_ms
             + self.decode_per_seq_ms * batch as f64
             + self.decode_per_kctx_ms * context_tokens as f64 / 1000.0
+    }
+
+    /// KV-cache size in blocks: `kv_blocks`, or when unset
+    /// `max_batch × ceil(max_model_len / block_size)` (enough for every batch slot to hold a
+    /// full-length request, so the budget never binds).
+    pub fn kv_blocks_total(&self) -> u64 {
+        self.kv_blocks.unwrap_or_else(|| {
+            (self.max_batch as u64).saturating_mul(self.max_model_len.div_ceil(self.block_size))
+        })
+    }
+
+    /// KV-cache size in tokens: [`SimConfig::kv_blocks_total`] × `block_size` (vLLM
+    /// `kv_cache_size_tokens`, SGLang `max_total_num_tokens`).
+    pub fn kv_tokens_total(&self) -> u64 {
+        self.kv_blocks_total().saturating_mul(self.block_size)
+    }
+
+    /// Blocks held by a sequence of `tokens` tokens: `ceil(tokens / block_size)`.
+    pub fn blocks_for(&self, tokens: u64) -> u64 {
+        tokens.div_ceil(self.block_size)
     }
 
     /// Nominal prefill time in milliseconds for `tokens` uncached prompt tokens.
@@ -263,6 +409,92 @@ mod tests {
             ..SimConfig::default()
         };
         assert!(bad.validate().is_err());
+    }
+
+    #[test]
+    fn personality_and_engine_model_flags() {
+        let cli = Cli::try_parse_from([
+            "x",
+            "--personality",
+            "sglang",
+            "--kv-blocks",
+            "4096",
+            "--block-size",
+            "32",
+            "--spec-tokens",
+            "3",
+            "--spec-accept-rate",
+            "0.5",
+            "--seed",
+            "9",
+            "--sglang-underscore-prefix",
+        ])
+        .expect("parse");
+        let c = cli.sim;
+        assert_eq!(c.personality, Personality::Sglang);
+        assert_eq!((c.kv_blocks, c.block_size), (Some(4096), 32));
+        assert_eq!((c.spec_tokens, c.spec_accept_rate, c.seed), (3, 0.5, 9));
+        assert!(c.sglang_underscore_prefix);
+        c.validate().expect("valid");
+        assert_eq!(c.kv_tokens_total(), 4096 * 32);
+        assert_eq!(c.blocks_for(33), 2);
+        let json = serde_json::to_value(&c).expect("serialize");
+        assert_eq!(json["personality"], "sglang");
+        for p in ["neutral", "vllm", "llamacpp"] {
+            assert!(Cli::try_parse_from(["x", "--personality", p]).is_ok());
+        }
+        assert!(Cli::try_parse_from(["x", "--personality", "tgi"]).is_err());
+        // default KV: every batch slot can hold a full-length request
+        let d = SimConfig::default();
+        assert_eq!(d.kv_blocks_total(), 256 * 2048);
+        assert_eq!(d.kv_tokens_total(), 256 * 32768);
+        assert_eq!(Personality::Llamacpp.engine_name(), "llamacpp");
+        assert!(!Personality::Neutral.has_metrics() && Personality::Vllm.has_metrics());
+    }
+
+    #[test]
+    fn validate_rejects_bad_engine_model() {
+        let base = SimConfig::default();
+        let bad = [
+            SimConfig {
+                kv_blocks: Some(10),
+                ..base.clone()
+            },
+            SimConfig {
+                block_size: 0,
+                ..base.clone()
+            },
+            SimConfig {
+                personality: Personality::Llamacpp,
+                kv_blocks: Some(1 << 20),
+                ..base.clone()
+            },
+            SimConfig {
+                spec_tokens: 2,
+                tokens_per_chunk: 2,
+                ..base.clone()
+            },
+            SimConfig {
+                spec_tokens: 2,
+                spec_accept_rate: 1.5,
+                ..base.clone()
+            },
+            SimConfig {
+                spec_tokens: MAX_SPEC_TOKENS + 1,
+                ..base.clone()
+            },
+        ];
+        for c in bad {
+            assert!(c.validate().is_err(), "{c:?}");
+        }
+        let ok = SimConfig {
+            kv_blocks: Some(2048),
+            spec_tokens: 4,
+            spec_accept_rate: 1.0,
+            ..base
+        };
+        ok.validate()
+            .expect("32768 tokens of KV hold one max_model_len request");
     }
 
     #[test]

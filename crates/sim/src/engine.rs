@@ -1,4 +1,5 @@
-//! The continuous-batching scheduler: one task owns the queue, the batch and the prefix cache.
+//! The continuous-batching scheduler: one task owns the queue, the batch, the KV-cache block
+//! budget and the prefix cache.
 
 use std::collections::VecDeque;
 use std::sync::Arc;
@@ -7,7 +8,9 @@ use std::time::{Duration, Instant};
 use bytes::Bytes;
 use tokio::sync::{mpsc, oneshot};
 
-use crate::format::{self, Endpoint, TokenEvent, UnaryResponse};
+use crate::config::Personality;
+use crate::format::{self, Dialect, Endpoint, Frame, Timings, TokenEvent, UnaryResponse};
+use crate::metrics::SlotView;
 use crate::prefix_cache::{PrefixCache, PREFIX_CACHE_BLOCKS};
 use crate::stats::StatsCounters as S;
 use crate::truth::RequestTruth;
@@ -21,11 +24,13 @@ const MAX_LAG: Duration = Duration::from_millis(20);
 /// 1e-300 tokens/s).
 const MAX_STEP: Duration = Duration::from_secs(24 * 3600);
 
+/// SGLang recomputes `gen_throughput` every this many decode steps (its `decode_log_interval`).
+const GEN_THROUGHPUT_STEPS: u32 = 40;
+
 /// Where a request's output goes.
 pub(crate) enum Sink {
-    /// Streaming: one `Bytes` per SSE event, straight into the HTTP body.
-    /// Frames for the HTTP body: (bytes, tokens in them). The body records the truth emission
-    /// time of token frames when it hands them to the connection for writing.
+    /// Streaming: frames for the HTTP body, (bytes, tokens in them). The body records the truth
+    /// emission time of token frames when it hands them to the connection for writing.
     Stream(mpsc::UnboundedSender<(Bytes, u32)>),
     /// Non-streaming: the whole JSON body once finished.
     Unary(Option<oneshot::Sender<Bytes>>),
@@ -58,11 +63,11 @@ pub(crate) struct NewRequest {
     pub sink: Sink,
 }
 
-/// A request in the running batch.
+/// A request inside the engine: waiting (never admitted, or preempted) or running.
 struct Active {
     req: NewRequest,
-    /// Chunk prefix for streamed events (empty for unary requests).
-    prefix: String,
+    /// Fixed parts of streamed events (`None` for unary requests).
+    frame: Option<Frame>,
     cached: u64,
     generated: u64,
     /// Tokens after which the request ends (max_tokens, or the simulated EOS).
@@ -74,28 +79,92 @@ struct Active {
     dead: bool,
     /// Set once the request has sent its last event.
     finish: Option<&'static str>,
+    /// First admission into the running batch.
+    admitted: Option<Instant>,
+    /// Engine time of the first token event.
+    first_token: Option<Instant>,
+    /// Engine time of the latest token event.
+    last_emit: Option<Instant>,
+    /// The current step (re)computes its prompt: no speculative drafts in it.
+    prefilling: bool,
+    /// Tokens this request emits at the end of the current step.
+    planned: u64,
+    /// Draft tokens proposed / accepted in the current step.
+    planned_drafts: u32,
+    planned_accepted: u32,
+    preemptions: u32,
+    draft_tokens: u64,
+    accepted_tokens: u64,
+    /// llama.cpp slot index while running.
+    slot: Option<usize>,
+}
+
+impl Active {
+    /// Tokens in its KV: prompt + generated.
+    fn ctx(&self) -> u64 {
+        self.req.prompt_tokens + self.generated
+    }
+}
+
+/// splitmix64 finaliser.
+fn mix64(mut x: u64) -> u64 {
+    x = x.wrapping_add(0x9e37_79b9_7f4a_7c15);
+    x = (x ^ (x >> 30)).wrapping_mul(0xbf58_476d_1ce4_e5b9);
+    x = (x ^ (x >> 27)).wrapping_mul(0x94d0_49bb_1331_11eb);
+    x ^ (x >> 31)
+}
+
+/// Uniform draw in `[0, 1)` for draft position `pos` of request `seq` after `generated`
+/// tokens: a pure function of its arguments, so acceptance does not depend on scheduling.
+pub(crate) fn spec_draw(seed: u64, seq: u64, generated: u64, pos: u32) -> f64 {
+    let h = mix64(mix64(mix64(mix64(seed) ^ seq) ^ generated) ^ u64::from(pos));
+    (h >> 11) as f64 / (1u64 << 53) as f64
 }
 
 pub(crate) struct Engine {
     shared: Arc<Shared>,
     rx: mpsc::UnboundedReceiver<NewRequest>,
-    waiting: VecDeque<NewRequest>,
+    waiting: VecDeque<Active>,
     running: Vec<Active>,
     cache: Option<PrefixCache>,
+    kv_total: u64,
+    dialect: Dialect,
+    /// Keep histograms and per-engine accumulators (every personality with a `/metrics` page).
+    track: bool,
+    /// llama.cpp free slots (true = free).
+    slot_free: Vec<bool>,
+    /// SGLang gen_throughput window: (start, generation tokens at start, steps since).
+    tp_mark: (Instant, u64, u32),
 }
 
 impl Engine {
     pub(crate) fn new(shared: Arc<Shared>, rx: mpsc::UnboundedReceiver<NewRequest>) -> Self {
-        let cache = shared
-            .cfg
+        let cfg = &shared.cfg;
+        let cache = cfg
             .prefix_cache
             .then(|| PrefixCache::new(PREFIX_CACHE_BLOCKS));
+        let kv_total = cfg.kv_blocks_total();
+        S::set(&shared.stats.kv_blocks_total, kv_total);
+        let llama = cfg.personality == Personality::Llamacpp;
         Engine {
+            dialect: if llama {
+                Dialect::Llamacpp
+            } else {
+                Dialect::Vllm
+            },
+            track: cfg.personality.has_metrics(),
+            slot_free: if llama {
+                vec![true; cfg.max_batch]
+            } else {
+                Vec::new()
+            },
+            tp_mark: (Instant::now(), 0, 0),
             shared,
             rx,
             waiting: VecDeque::new(),
             running: Vec::new(),
             cache,
+            kv_total,
         }
     }
 
@@ -120,18 +189,14 @@ impl Engine {
                 Some(t) if now.saturating_duration_since(t) <= MAX_LAG => t,
                 _ => now,
             };
-            let prefill_tokens = self.admit(now);
+            let prefill_tokens = self.schedule(now);
             if self.running.is_empty() {
                 schedule = None;
                 continue;
             }
             let cfg = &self.shared.cfg;
             let batch = self.running.len();
-            let ctx: u64 = self
-                .running
-                .iter()
-                .map(|a| a.req.prompt_tokens + a.generated)
-                .sum();
+            let ctx: u64 = self.running.iter().map(Active::ctx).sum();
             let ms = cfg.prefill_ms(prefill_tokens) + cfg.decode_step_ms(batch, ctx);
             let dur = Duration::try_from_secs_f64(ms.max(0.0) / 1000.0)
                 .unwrap_or(MAX_STEP)
@@ -141,6 +206,9 @@ impl Engine {
             S::add(&st.steps, 1);
             S::add(&st.busy_micros, dur.as_micros() as u64);
             S::set(&st.kv_tokens, ctx);
+            if self.track {
+                self.shared.metrics_state().busy_slots_total += batch as u64;
+            }
             self.publish_gauges();
             tokio::time::sleep_until(deadline.into()).await;
             self.emit();
@@ -154,11 +222,25 @@ impl Engine {
         S::set(&st.waiting, self.waiting.len() as u64);
         if self.running.is_empty() {
             S::set(&st.kv_tokens, 0);
+            S::set(&st.kv_blocks_used, 0);
+        }
+        if !self.slot_free.is_empty() {
+            let mut m = self.shared.metrics_state();
+            m.slots.fill(SlotView::default());
+            for a in &self.running {
+                if let Some(i) = a.slot {
+                    m.slots[i] = SlotView {
+                        task: Some(a.req.seq),
+                        n_decoded: a.generated,
+                    };
+                }
+            }
         }
     }
 
     fn enqueue(&mut self, r: NewRequest) {
-        if self.shared.cfg.record_truth {
+        let cfg = &self.shared.cfg;
+        if cfg.record_truth {
             let t = RequestTruth {
                 id: format!("{}{}", r.endpoint.id_prefix(), r.seq),
                 received_at: r.received_at,
@@ -170,108 +252,268 @@ impl Engine {
                 finished_at: None,
                 cancelled: false,
                 finish_reason: None,
+                preemptions: 0,
+                draft_tokens: 0,
+                accepted_draft_tokens: 0,
             };
             self.shared.truth_log().insert(r.seq, t);
         }
-        self.waiting.push_back(r);
+        let limit = match cfg.eos_after {
+            Some(e) if !r.ignore_eos => r.max_tokens.min(e.max(1)),
+            _ => r.max_tokens,
+        };
+        let frame = matches!(r.sink, Sink::Stream(_)).then(|| {
+            let id = format!("{}{}", r.endpoint.id_prefix(), r.seq);
+            Frame::new(
+                self.dialect,
+                r.endpoint,
+                &id,
+                r.created,
+                &self.shared.model_json,
+            )
+        });
+        let reasoning_tokens = match r.endpoint {
+            Endpoint::Chat => cfg.reasoning_tokens,
+            Endpoint::Completion => 0,
+        };
+        self.waiting.push_back(Active {
+            req: r,
+            frame,
+            cached: 0,
+            generated: 0,
+            limit,
+            reasoning_tokens,
+            reasoning: String::new(),
+            content: String::new(),
+            dead: false,
+            finish: None,
+            admitted: None,
+            first_token: None,
+            last_emit: None,
+            prefilling: true,
+            planned: 0,
+            planned_drafts: 0,
+            planned_accepted: 0,
+            preemptions: 0,
+            draft_tokens: 0,
+            accepted_tokens: 0,
+            slot: None,
+        });
     }
 
     /// Drop requests whose client went away (waiting or running).
     fn reap(&mut self, now: Instant) {
-        let shared = &self.shared;
-        let mut cancelled = Vec::new();
-        self.waiting.retain(|r| {
-            let closed = r.sink.is_closed();
-            if closed {
-                cancelled.push(r.seq);
-            }
-            !closed
-        });
-        self.running.retain(|a| {
-            let gone = a.dead || a.req.sink.is_closed();
-            if gone {
-                cancelled.push(a.req.seq);
-            }
-            !gone
-        });
-        if cancelled.is_empty() {
+        let closed = |a: &Active| a.req.sink.is_closed();
+        let mut gone: Vec<Active> = Vec::new();
+        if self.waiting.iter().any(closed) {
+            let (g, keep): (VecDeque<Active>, VecDeque<Active>) = std::mem::take(&mut self.waiting)
+                .into_iter()
+                .partition(closed);
+            self.waiting = keep;
+            gone.extend(g);
+        }
+        let dead = |a: &Active| a.dead || a.req.sink.is_closed();
+        if self.running.iter().any(dead) {
+            let (g, keep): (Vec<Active>, Vec<Active>) = std::mem::take(&mut self.running)
+                .into_iter()
+                .partition(dead);
+            self.running = keep;
+            gone.extend(g);
+        }
+        if gone.is_empty() {
             return;
         }
-        S::add(&shared.stats.cancelled, cancelled.len() as u64);
-        if shared.cfg.record_truth {
-            let mut log = shared.truth_log();
-            for seq in cancelled {
-                if let Some(t) = log.get_mut(seq) {
-                    t.cancelled = true;
-                    t.finished_at = Some(now);
-                }
+        let shared = &self.shared;
+        S::add(&shared.stats.cancelled, gone.len() as u64);
+        let mut log = shared.cfg.record_truth.then(|| shared.truth_log());
+        for a in &gone {
+            if let Some(t) = log.as_mut().and_then(|l| l.get_mut(a.req.seq)) {
+                t.cancelled = true;
+                t.finished_at = Some(now);
+            }
+        }
+        drop(log);
+        for a in gone {
+            self.leave(&a, now, false);
+        }
+    }
+
+    /// Bookkeeping when a request leaves the engine (finished or cancelled): free its slot,
+    /// per-request histograms (finished only) and llama.cpp's per-request counters.
+    fn leave(&mut self, a: &Active, now: Instant, finished: bool) {
+        if let Some(i) = a.slot {
+            self.slot_free[i] = true;
+        }
+        if !self.track {
+            return;
+        }
+        let mut m = self.shared.metrics_state();
+        if a.admitted.is_some() {
+            m.n_tokens_max = m.n_tokens_max.max(a.ctx());
+        }
+        let decode_s = a
+            .first_token
+            .map(|f| now.saturating_duration_since(f).as_secs_f64());
+        if let Some(d) = decode_s {
+            m.predicted_tokens_total += a.generated;
+            m.predicted_seconds_total += d;
+            m.window.predicted_tokens += a.generated;
+            m.window.predicted_seconds += d;
+        }
+        if !finished {
+            return;
+        }
+        let h = &mut m.hist;
+        h.e2e.observe(
+            now.saturating_duration_since(a.req.received_at)
+                .as_secs_f64(),
+        );
+        h.prompt_tokens.observe(a.req.prompt_tokens as f64);
+        h.generation_tokens.observe(a.generated as f64);
+        if let Some(d) = decode_s {
+            h.decode.observe(d);
+            if a.generated > 1 {
+                h.tpot.observe(d / (a.generated - 1) as f64);
             }
         }
     }
 
-    /// Admit waiting requests FIFO into free batch slots; returns the tokens to prefill.
-    fn admit(&mut self, now: Instant) -> u64 {
-        let cfg = &self.shared.cfg;
-        let st = &self.shared.stats;
-        let mut prefill = 0u64;
-        let mut new_blocks: Vec<Vec<u64>> = Vec::new();
-        while self.running.len() < cfg.max_batch {
-            let Some(mut r) = self.waiting.pop_front() else {
+    /// Plan the tokens `a` emits at the end of this step (and draw its speculative drafts).
+    fn plan(shared: &Shared, a: &mut Active) {
+        let cfg = &shared.cfg;
+        let remaining = a.limit.saturating_sub(a.generated);
+        a.planned_drafts = 0;
+        a.planned_accepted = 0;
+        if cfg.spec_tokens == 0 || remaining <= 1 {
+            a.planned = u64::from(cfg.tokens_per_chunk).min(remaining);
+            return;
+        }
+        if a.prefilling {
+            a.planned = 1;
+            return;
+        }
+        let drafts = u64::from(cfg.spec_tokens).min(remaining - 1) as u32;
+        let mut accepted = 0;
+        while accepted < drafts
+            && spec_draw(cfg.seed, a.req.seq, a.generated, accepted) < cfg.spec_accept_rate
+        {
+            accepted += 1;
+        }
+        a.planned_drafts = drafts;
+        a.planned_accepted = accepted;
+        a.planned = 1 + u64::from(accepted);
+    }
+
+    /// One scheduling decision (vLLM V1 order): reserve KV for the running batch's tokens of
+    /// this step, preempting the newest running requests while it does not fit; then, if
+    /// nothing was preempted, admit waiting requests FIFO while a batch slot and the KV blocks
+    /// for their (re)computed context plus this step's tokens are free. Returns the tokens to
+    /// prefill in this step.
+    fn schedule(&mut self, now: Instant) -> u64 {
+        let shared = self.shared.clone();
+        let cfg = &shared.cfg;
+        let st = &shared.stats;
+        let mut used = 0u64;
+        for a in self.running.iter_mut() {
+            Self::plan(&shared, a);
+            used += cfg.blocks_for(a.ctx() + a.planned);
+        }
+        let mut preempted = false;
+        while used > self.kv_total && self.running.len() > 1 {
+            let Some(mut v) = self.running.pop() else {
                 break;
             };
-            let blocks = std::mem::take(&mut r.blocks);
-            let cached = match &mut self.cache {
-                Some(cache) => {
-                    let c = cache.lookup(&blocks, r.prompt_tokens);
-                    S::add(&st.prefix_queries, r.prompt_tokens);
-                    S::add(&st.prefix_hits, c);
-                    new_blocks.push(blocks);
-                    c
-                }
-                None => 0,
-            };
-            prefill += r.prompt_tokens - cached;
-            S::add(&st.prompt_tokens, r.prompt_tokens);
-            S::add(&st.prefill_tokens, r.prompt_tokens - cached);
+            used -= cfg.blocks_for(v.ctx() + v.planned);
+            v.planned = 0;
+            v.planned_drafts = 0;
+            v.planned_accepted = 0;
+            v.preemptions += 1;
+            if let Some(i) = v.slot.take() {
+                self.slot_free[i] = true;
+            }
+            S::add(&st.preemptions, 1);
             if cfg.record_truth {
-                if let Some(t) = self.shared.truth_log().get_mut(r.seq) {
-                    t.admitted_at = Some(now);
-                    t.cached_tokens = cached;
+                if let Some(t) = shared.truth_log().get_mut(v.req.seq) {
+                    t.preemptions = v.preemptions;
                 }
             }
-            let limit = match cfg.eos_after {
-                Some(e) if !r.ignore_eos => r.max_tokens.min(e.max(1)),
-                _ => r.max_tokens,
+            tracing::debug!(seq = v.req.seq, generated = v.generated, "preempted");
+            // Recompute: back to the head of the queue (older victims end up first).
+            self.waiting.push_front(v);
+            preempted = true;
+        }
+
+        let mut prefill = 0u64;
+        let mut new_blocks: Vec<Vec<u64>> = Vec::new();
+        while !preempted && self.running.len() < cfg.max_batch {
+            let Some(head) = self.waiting.front_mut() else {
+                break;
             };
-            let streaming = matches!(r.sink, Sink::Stream(_));
-            let prefix = if streaming {
-                let id = format!("{}{}", r.endpoint.id_prefix(), r.seq);
-                format::chunk_prefix(r.endpoint, &id, r.created, &self.shared.model_json)
-            } else {
-                String::new()
+            head.prefilling = true;
+            Self::plan(&shared, head);
+            let need = cfg.blocks_for(head.ctx() + head.planned);
+            if used + need > self.kv_total {
+                break;
+            }
+            let Some(mut a) = self.waiting.pop_front() else {
+                break;
             };
-            let reasoning_tokens = match r.endpoint {
-                Endpoint::Chat => cfg.reasoning_tokens,
-                Endpoint::Completion => 0,
-            };
-            let mut a = Active {
-                req: r,
-                prefix,
-                cached,
-                generated: 0,
-                limit,
-                reasoning_tokens,
-                reasoning: String::new(),
-                content: String::new(),
-                dead: false,
-                finish: None,
-            };
-            if cfg.role_chunk && a.req.endpoint == Endpoint::Chat {
-                if let Sink::Stream(tx) = &a.req.sink {
-                    let usage = a.req.continuous_usage.then_some((a.req.prompt_tokens, 0));
-                    if tx.send((format::role_event(&a.prefix, usage), 0)).is_err() {
-                        a.dead = true;
+            used += need;
+            if a.admitted.is_none() {
+                let cached = match &mut self.cache {
+                    Some(cache) => {
+                        let c = cache.lookup(&a.req.blocks, a.req.prompt_tokens);
+                        S::add(&st.prefix_queries, a.req.prompt_tokens);
+                        S::add(&st.prefix_hits, c);
+                        new_blocks.push(a.req.blocks.clone());
+                        c
                     }
+                    None => 0,
+                };
+                prefill += a.req.prompt_tokens - cached;
+                S::add(&st.prompt_tokens, a.req.prompt_tokens);
+                S::add(&st.prefill_tokens, a.req.prompt_tokens - cached);
+                a.cached = cached;
+                a.admitted = Some(now);
+                if cfg.record_truth {
+                    if let Some(t) = shared.truth_log().get_mut(a.req.seq) {
+                        t.admitted_at = Some(now);
+                        t.cached_tokens = cached;
+                    }
+                }
+                if self.track {
+                    shared.metrics_state().hist.queue.observe(
+                        now.saturating_duration_since(a.req.received_at)
+                            .as_secs_f64(),
+                    );
+                }
+                if cfg.role_chunk
+                    && a.req.endpoint == Endpoint::Chat
+                    && self.dialect == Dialect::Vllm
+                {
+                    if let (Sink::Stream(tx), Some(frame)) = (&a.req.sink, &a.frame) {
+                        let usage = a.req.continuous_usage.then_some((a.req.prompt_tokens, 0));
+                        if tx.send((format::role_event(frame, usage), 0)).is_err() {
+                            a.dead = true;
+                        }
+                    }
+                }
+            } else {
+                // Resumed after preemption: recompute prompt + generated tokens; the prompt's
+                // cached blocks are reused (not counted as prefix-cache queries again, like
+                // vLLM's separate preempted-request stats).
+                let ctx = a.ctx();
+                let cached = match &mut self.cache {
+                    Some(cache) => cache.lookup(&a.req.blocks, ctx),
+                    None => 0,
+                };
+                prefill += ctx - cached;
+                S::add(&st.recompute_tokens, ctx - cached);
+            }
+            if !self.slot_free.is_empty() {
+                if let Some(i) = self.slot_free.iter().position(|&f| f) {
+                    self.slot_free[i] = false;
+                    a.slot = Some(i);
                 }
             }
             self.running.push(a);
@@ -283,24 +525,70 @@ impl Engine {
                 cache.insert(b);
             }
         }
+        S::set(&st.kv_blocks_used, used);
         prefill
     }
 
-    /// End of a step: every live running request emits its next tokens.
+    /// End of a step: every live running request emits its planned tokens.
     fn emit(&mut self) {
-        let shared = &self.shared;
+        let shared = self.shared.clone();
         let cfg = &shared.cfg;
-        let k = u64::from(cfg.tokens_per_chunk);
+        let st = &shared.stats;
+        let now = Instant::now();
         let mut log = cfg.record_truth.then(|| shared.truth_log());
+        // Per-position acceptance counts are kept for every personality (`Sim::spec_truth`).
+        let mut metrics = (self.track || cfg.spec_tokens > 0).then(|| shared.metrics_state());
         let mut generated_total = 0u64;
+        let (mut drafts, mut draft_tokens, mut accepted) = (0u64, 0u64, 0u64);
         for a in self.running.iter_mut() {
             if a.dead {
                 continue;
             }
             let from = a.generated;
-            let n = k.min(a.limit - a.generated);
+            let n = a.planned;
+            a.planned = 0;
+            a.prefilling = false;
             a.generated += n;
             generated_total += n;
+            if a.planned_drafts > 0 {
+                drafts += 1;
+                draft_tokens += u64::from(a.planned_drafts);
+                accepted += u64::from(a.planned_accepted);
+                a.draft_tokens += u64::from(a.planned_drafts);
+                a.accepted_tokens += u64::from(a.planned_accepted);
+                if let Some(m) = &mut metrics {
+                    for p in &mut m.accepted_per_pos[..a.planned_accepted as usize] {
+                        *p += 1;
+                    }
+                }
+                if let Some(t) = log.as_mut().and_then(|l| l.get_mut(a.req.seq)) {
+                    t.draft_tokens = a.draft_tokens;
+                    t.accepted_draft_tokens = a.accepted_tokens;
+                }
+            }
+            let first = a.first_token.is_none();
+            if first {
+                a.first_token = Some(now);
+            }
+            if let Some(m) = &mut metrics {
+                if first {
+                    let admitted = a.admitted.unwrap_or(now);
+                    let prefill_s = now.saturating_duration_since(admitted).as_secs_f64();
+                    m.hist.ttft.observe(
+                        now.saturating_duration_since(a.req.received_at)
+                            .as_secs_f64(),
+                    );
+                    m.hist.prefill.observe(prefill_s);
+                    m.prompt_seconds_total += prefill_s;
+                    m.window.prompt_tokens += a.req.prompt_tokens - a.cached;
+                    m.window.prompt_seconds += prefill_s;
+                } else if let Some(last) = a.last_emit {
+                    m.hist
+                        .itl
+                        .observe(now.saturating_duration_since(last).as_secs_f64());
+                }
+            }
+            a.last_emit = Some(now);
             let done = a.generated >= a.limit;
             let fault_now = a.req.midstream_fault && from == 0;
             let reason = if a.generated >= a.req.max_tokens {
@@ -310,15 +598,19 @@ impl Engine {
             };
             let seq = a.req.seq;
             let usage = (a.req.prompt_tokens, a.generated);
-            match &mut a.req.sink {
-                Sink::Stream(tx) => {
+            match (&mut a.req.sink, &a.frame) {
+                (Sink::Stream(tx), Some(frame)) => {
+                    let llama = frame.dialect() == Dialect::Llamacpp;
+                    if llama && first && cfg.role_chunk && a.req.endpoint == Endpoint::Chat {
+                        // llama-server sends its role chunk together with the first token.
+                        let _ = tx.send((format::role_event(frame, None), 0));
+                    }
                     let ev = TokenEvent {
-                        prefix: &a.prefix,
-                        endpoint: a.req.endpoint,
+                        frame,
                         from,
                         n,
                         reasoning_tokens: a.reasoning_tokens,
-                        finish: (done && !fault_now).then_some(reason),
+                        finish: (done && !fault_now && !llama).then_some(reason),
                         usage: a.req.continuous_usage.then_some(usage),
                     }
                     .encode();
@@ -334,14 +626,50 @@ impl Engine {
                         let _ = tx.send((Bytes::from_static(format::DONE), 0));
                         a.finish = Some("error");
                     } else if done {
-                        if a.req.include_usage {
-                            let _ = tx.send((format::usage_event(&a.prefix, usage, a.cached), 0));
+                        if llama {
+                            let ms = |from: Option<Instant>, to: Instant| {
+                                from.map_or(0.0, |f| {
+                                    to.saturating_duration_since(f).as_secs_f64() * 1e3
+                                })
+                            };
+                            let first_at = a.first_token.unwrap_or(now);
+                            let t = Timings {
+                                cache_n: a.cached,
+                                prompt_n: a.req.prompt_tokens - a.cached,
+                                prompt_ms: ms(a.admitted, first_at),
+                                predicted_n: a.generated,
+                                predicted_ms: ms(Some(first_at), now),
+                            };
+                            match a.req.endpoint {
+                                Endpoint::Chat => {
+                                    let inline = (!a.req.include_usage).then_some(&t);
+                                    let _ = tx.send((
+                                        format::finish_event(frame, reason, None, inline),
+                                        0,
+                                    ));
+                                    if a.req.include_usage {
+                                        let _ = tx.send((
+                                            format::usage_event(frame, usage, a.cached, Some(&t)),
+                                            0,
+                                        ));
+                                    }
+                                }
+                                Endpoint::Completion => {
+                                    let u = a.req.include_usage.then_some((usage, a.cached));
+                                    let _ = tx.send((
+                                        format::finish_event(frame, reason, u, Some(&t)),
+                                        0,
+                                    ));
+                                }
+                            }
+                        } else if a.req.include_usage {
+                            let _ = tx.send((format::usage_event(frame, usage, a.cached, None), 0));
                         }
                         let _ = tx.send((Bytes::from_static(format::DONE), 0));
                         a.finish = Some(reason);
                     }
                 }
-                Sink::Unary(slot) => {
+                (Sink::Unary(slot), _) => {
                     let r_end = (from + n).min(a.reasoning_tokens.max(from));
                     if r_end > from {
                         a.reasoning.push_str(&format::words(from, r_end - from));
@@ -350,7 +678,7 @@ impl Engine {
                         a.content.push_str(&format::words(r_end, from + n - r_end));
                     }
                     if let Some(log) = &mut log {
-                        log.record_emission(seq, Instant::now(), n as u32);
+                        log.record_emission(seq, now, n as u32);
                     }
                     if done {
                         let id = format!("{}{}", a.req.endpoint.id_prefix(), seq);
@@ -375,29 +703,81 @@ impl Engine {
                         }
                     }
                 }
+                (Sink::Stream(_), None) => a.dead = true,
             }
         }
-        S::add(&shared.stats.generation_tokens, generated_total);
+        S::add(&st.generation_tokens, generated_total);
+        S::add(&st.spec_drafts, drafts);
+        S::add(&st.spec_draft_tokens, draft_tokens);
+        S::add(&st.spec_accepted, accepted);
+        if let Some(m) = &mut metrics {
+            let (t0, g0, steps) = self.tp_mark;
+            if steps + 1 >= GEN_THROUGHPUT_STEPS {
+                let g = S::get(&st.generation_tokens);
+                let dt = now.saturating_duration_since(t0).as_secs_f64();
+                if dt > 0.0 {
+                    m.gen_throughput = (g - g0) as f64 / dt;
+                }
+                self.tp_mark = (now, g, 0);
+            } else {
+                self.tp_mark.2 = steps + 1;
+            }
+        }
+        drop(metrics);
 
         // Retire finished requests; cancelled ones are reaped at the start of the next step.
-        let now = Instant::now();
-        let st = &shared.stats;
-        self.running.retain(|a| {
-            let Some(reason) = a.finish else {
-                return true;
-            };
-            match reason {
-                "length" => S::add(&st.finished_length, 1),
-                "stop" => S::add(&st.finished_stop, 1),
+        let mut done: Vec<Active> = Vec::new();
+        if self.running.iter().any(|a| a.finish.is_some()) {
+            let (d, keep): (Vec<Active>, Vec<Active>) = std::mem::take(&mut self.running)
+                .into_iter()
+                .partition(|a| a.finish.is_some());
+            self.running = keep;
+            done = d;
+        }
+        for a in &done {
+            match a.finish {
+                Some("length") => S::add(&st.finished_length, 1),
+                Some("stop") => S::add(&st.finished_stop, 1),
                 _ => S::add(&st.finished_error, 1),
             }
             if let Some(t) = log.as_mut().and_then(|l| l.get_mut(a.req.seq)) {
-                t.finished_at = Some(now);
-                t.finish_reason = Some(reason.to_string());
+                t.finished_at = Some(t.finished_at.map_or(now, |f| f.max(now)));
+                t.finish_reason = a.finish.map(str::to_string);
             }
-            false
-        });
+        }
         drop(log);
+        for a in done {
+            self.leave(&a, now, true);
+        }
+        let used: u64 = self.running.iter().map(|a| cfg.blocks_for(a.ctx())).sum();
+        S::set(&st.kv_blocks_used, used);
+        S::set(&st.kv_tokens, self.running.iter().map(Active::ctx).sum());
         self.publish_gauges();
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn spec_draws_are_uniform_and_deterministic() {
+        assert_eq!(spec_draw(1, 2, 3, 4), spec_draw(1, 2, 3, 4));
+        assert_ne!(spec_draw(1, 2, 3, 4), spec_draw(2, 2, 3, 4));
+        let n = 100_000;
+        let mut below = 0;
+        let mut sum = 0.0;
+        for i in 0..n {
+            let u = spec_draw(7, i / 100, i % 100, 0);
+            assert!((0.0..1.0).contains(&u));
+            sum += u;
+            if u < 0.3 {
+                below += 1;
+            }
+        }
+        let mean = sum / n as f64;
+        assert!((mean - 0.5).abs() < 0.01, "mean {mean}");
+        let frac = below as f64 / n as f64;
+        assert!((frac - 0.3).abs() < 0.01, "P(u<0.3) {frac}");
     }
 }

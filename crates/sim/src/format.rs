@@ -69,57 +69,176 @@ pub(crate) fn words(from: u64, n: u64) -> String {
     s
 }
 
-/// `data: {"id":..,"object":..,"created":..,"model":..,"choices":[` — shared by every event of
-/// one streamed request. `model_json` is the JSON-encoded model name (quotes included).
-pub(crate) fn chunk_prefix(endpoint: Endpoint, id: &str, created: u64, model_json: &str) -> String {
-    let object = match endpoint {
-        Endpoint::Chat => "chat.completion.chunk",
-        Endpoint::Completion => "text_completion",
-    };
-    format!(
-        "data: {{\"id\":\"{id}\",\"object\":\"{object}\",\"created\":{created},\"model\":{model_json},\"choices\":["
-    )
+/// Byte shape of streamed chunks.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum Dialect {
+    /// vLLM (also the neutral and SGLang personalities): `id, object, created, model, choices`;
+    /// finish_reason on the last token event; `"choices":[]` usage chunk.
+    Vllm,
+    /// llama.cpp `llama-server`: `choices` first, then `created, id, model,
+    /// system_fingerprint, object`; role chunk `content: null`; a separate finish chunk with an
+    /// empty delta (chat) or empty text (completions); `timings` on the final chunk; usage on
+    /// the finish chunk for completions and in a `"choices":[]` chunk for chat.
+    Llamacpp,
+}
+
+/// `system_fingerprint` of llama.cpp-dialect chunks (a llama.cpp build id).
+pub(crate) const LLAMACPP_BUILD: &str = "b1-sim";
+
+/// The fixed parts of every event of one streamed request: `head` + choices + `tail` +
+/// optional `usage` / `timings` + `}`.
+pub(crate) struct Frame {
+    head: String,
+    tail: String,
+    dialect: Dialect,
+    endpoint: Endpoint,
+}
+
+impl Frame {
+    /// `model_json` is the JSON-encoded model name (quotes included).
+    pub(crate) fn new(
+        dialect: Dialect,
+        endpoint: Endpoint,
+        id: &str,
+        created: u64,
+        model_json: &str,
+    ) -> Frame {
+        let object = match endpoint {
+            Endpoint::Chat => "chat.completion.chunk",
+            Endpoint::Completion => "text_completion",
+        };
+        let (head, tail) = match dialect {
+            Dialect::Vllm => (
+                format!(
+                    "data: {{\"id\":\"{id}\",\"object\":\"{object}\",\"created\":{created},\"model\":{model_json},\"choices\":["
+                ),
+                "]".to_string(),
+            ),
+            Dialect::Llamacpp => (
+                "data: {\"choices\":[".to_string(),
+                format!(
+                    "],\"created\":{created},\"id\":\"{id}\",\"model\":{model_json},\"system_fingerprint\":\"{LLAMACPP_BUILD}\",\"object\":\"{object}\""
+                ),
+            ),
+        };
+        Frame {
+            head,
+            tail,
+            dialect,
+            endpoint,
+        }
+    }
+
+    /// The chunk dialect.
+    pub(crate) fn dialect(&self) -> Dialect {
+        self.dialect
+    }
+
+    fn start(&self, extra: usize) -> BytesMut {
+        let mut b = BytesMut::with_capacity(self.head.len() + self.tail.len() + extra);
+        b.put_slice(self.head.as_bytes());
+        b
+    }
+
+    /// Close the choices, add usage / timings, end the event.
+    fn close(&self, mut b: BytesMut, usage: Option<Usage>, timings: Option<&Timings>) -> Bytes {
+        b.put_slice(self.tail.as_bytes());
+        if let Some(u) = usage {
+            push_usage(&mut b, self.dialect, u, None);
+        }
+        if let Some(t) = timings {
+            t.push(&mut b);
+        }
+        b.put_slice(b"}\n\n");
+        b.freeze()
+    }
 }
 
 /// Cumulative usage attached to a chunk: (prompt tokens, completion tokens).
 pub(crate) type Usage = (u64, u64);
 
-fn push_usage(b: &mut BytesMut, (p, c): Usage, cached: Option<u64>) {
-    let _ = write!(
-        b,
-        ",\"usage\":{{\"prompt_tokens\":{p},\"total_tokens\":{},\"completion_tokens\":{c}",
-        p + c
-    );
+fn push_usage(b: &mut BytesMut, dialect: Dialect, (p, c): Usage, cached: Option<u64>) {
+    match dialect {
+        Dialect::Vllm => {
+            let _ = write!(
+                b,
+                ",\"usage\":{{\"prompt_tokens\":{p},\"total_tokens\":{},\"completion_tokens\":{c}",
+                p + c
+            );
+        }
+        Dialect::Llamacpp => {
+            let _ = write!(
+                b,
+                ",\"usage\":{{\"completion_tokens\":{c},\"prompt_tokens\":{p},\"total_tokens\":{}",
+                p + c
+            );
+        }
+    }
     if let Some(x) = cached {
         let _ = write!(b, ",\"prompt_tokens_details\":{{\"cached_tokens\":{x}}}");
     }
     b.put_u8(b'}');
 }
 
-fn close(mut b: BytesMut, usage: Option<Usage>) -> Bytes {
-    b.put_u8(b']');
-    if let Some(u) = usage {
-        push_usage(&mut b, u, None);
-    }
-    b.put_slice(b"}\n\n");
-    b.freeze()
+/// llama.cpp's per-request `timings` object.
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub(crate) struct Timings {
+    /// Prompt tokens served from the cache.
+    pub cache_n: u64,
+    /// Prompt tokens computed.
+    pub prompt_n: u64,
+    /// Prompt processing time (ms).
+    pub prompt_ms: f64,
+    /// Tokens generated.
+    pub predicted_n: u64,
+    /// Generation time (ms).
+    pub predicted_ms: f64,
 }
 
-/// The chat role-only first chunk.
-pub(crate) fn role_event(prefix: &str, usage: Option<Usage>) -> Bytes {
-    let mut b = BytesMut::with_capacity(prefix.len() + 200);
-    b.put_slice(prefix.as_bytes());
-    b.put_slice(
-        b"{\"index\":0,\"delta\":{\"role\":\"assistant\",\"content\":\"\"},\"logprobs\":null,\"finish_reason\":null}",
-    );
-    close(b, usage)
+impl Timings {
+    fn push(&self, b: &mut BytesMut) {
+        let per = |ms: f64, n: u64| if n > 0 { ms / n as f64 } else { 0.0 };
+        let rate = |ms: f64, n: u64| if ms > 0.0 { 1e3 * n as f64 / ms } else { 0.0 };
+        let _ = write!(
+            b,
+            ",\"timings\":{{\"cache_n\":{},\"prompt_n\":{},\"prompt_ms\":{:.3},\"prompt_per_token_ms\":{},\"prompt_per_second\":{},\"predicted_n\":{},\"predicted_ms\":{:.3},\"predicted_per_token_ms\":{},\"predicted_per_second\":{}}}",
+            self.cache_n,
+            self.prompt_n,
+            self.prompt_ms,
+            per(self.prompt_ms, self.prompt_n),
+            rate(self.prompt_ms, self.prompt_n),
+            self.predicted_n,
+            self.predicted_ms,
+            per(self.predicted_ms, self.predicted_n),
+            rate(self.predicted_ms, self.predicted_n),
+        );
+    }
+}
+
+/// The chat role-only first chunk (vLLM: `content:""`; llama.cpp: `content:null`, no usage).
+pub(crate) fn role_event(frame: &Frame, usage: Option<Usage>) -> Bytes {
+    let mut b = frame.start(200);
+    match frame.dialect {
+        Dialect::Vllm => {
+            b.put_slice(
+                b"{\"index\":0,\"delta\":{\"role\":\"assistant\",\"content\":\"\"},\"logprobs\":null,\"finish_reason\":null}",
+            );
+            frame.close(b, usage, None)
+        }
+        Dialect::Llamacpp => {
+            b.put_slice(
+                b"{\"finish_reason\":null,\"index\":0,\"delta\":{\"role\":\"assistant\",\"content\":null}}",
+            );
+            frame.close(b, None, None)
+        }
+    }
 }
 
 /// One token-carrying event: tokens `from..from+n`, of which those below `reasoning_tokens` go
-/// to `delta.reasoning_content` (chat only).
+/// to `delta.reasoning_content` (chat only). In the llama.cpp dialect `finish` must be `None`
+/// (the finish reason comes in [`finish_event`]).
 pub(crate) struct TokenEvent<'a> {
-    pub prefix: &'a str,
-    pub endpoint: Endpoint,
+    pub frame: &'a Frame,
     pub from: u64,
     pub n: u64,
     pub reasoning_tokens: u64,
@@ -129,12 +248,17 @@ pub(crate) struct TokenEvent<'a> {
 
 impl TokenEvent<'_> {
     pub(crate) fn encode(&self) -> Bytes {
-        let mut b = BytesMut::with_capacity(self.prefix.len() + 160 + 12 * self.n as usize);
-        b.put_slice(self.prefix.as_bytes());
+        let frame = self.frame;
+        let mut b = frame.start(160 + 12 * self.n as usize);
         let end = self.from + self.n;
-        match self.endpoint {
+        let llama = frame.dialect == Dialect::Llamacpp;
+        match frame.endpoint {
             Endpoint::Chat => {
-                b.put_slice(b"{\"index\":0,\"delta\":{");
+                if llama {
+                    b.put_slice(b"{\"finish_reason\":null,\"index\":0,\"delta\":{");
+                } else {
+                    b.put_slice(b"{\"index\":0,\"delta\":{");
+                }
                 let r_end = end.min(self.reasoning_tokens.max(self.from));
                 if r_end > self.from {
                     b.put_slice(b"\"reasoning_content\":\"");
@@ -149,9 +273,19 @@ impl TokenEvent<'_> {
                     push_words(&mut b, r_end, end - r_end);
                     b.put_u8(b'"');
                 }
+                if llama {
+                    b.put_slice(b"}}");
+                    return frame.close(b, None, None);
+                }
                 b.put_slice(b"},\"logprobs\":null,");
             }
             Endpoint::Completion => {
+                if llama {
+                    b.put_slice(b"{\"text\":\"");
+                    push_words(&mut b, self.from, self.n);
+                    b.put_slice(b"\",\"index\":0,\"logprobs\":null,\"finish_reason\":null}");
+                    return frame.close(b, None, None);
+                }
                 b.put_slice(b"{\"index\":0,\"text\":\"");
                 push_words(&mut b, self.from, self.n);
                 b.put_slice(b"\",\"logprobs\":null,");
@@ -161,21 +295,64 @@ impl TokenEvent<'_> {
             Some(f) => {
                 let _ = write!(b, "\"finish_reason\":\"{f}\",\"stop_reason\":null}}");
             }
-            None if self.endpoint == Endpoint::Completion => {
+            None if frame.endpoint == Endpoint::Completion => {
                 b.put_slice(b"\"finish_reason\":null,\"stop_reason\":null}");
             }
             None => b.put_slice(b"\"finish_reason\":null}"),
         }
-        close(b, self.usage)
+        frame.close(b, self.usage, None)
     }
 }
 
-/// The final `"choices":[]` usage chunk (with `prompt_tokens_details.cached_tokens`).
-pub(crate) fn usage_event(prefix: &str, usage: Usage, cached: u64) -> Bytes {
-    let mut b = BytesMut::with_capacity(prefix.len() + 160);
-    b.put_slice(prefix.as_bytes());
-    b.put_u8(b']');
-    push_usage(&mut b, usage, Some(cached));
+/// llama.cpp dialect: the separate last choice chunk carrying the finish reason (empty delta
+/// for chat, empty text for completions), with usage (completions only) and timings when
+/// given.
+pub(crate) fn finish_event(
+    frame: &Frame,
+    reason: &str,
+    usage: Option<(Usage, u64)>,
+    timings: Option<&Timings>,
+) -> Bytes {
+    let mut b = frame.start(400);
+    match frame.endpoint {
+        Endpoint::Chat => {
+            let _ = write!(
+                b,
+                "{{\"finish_reason\":\"{reason}\",\"index\":0,\"delta\":{{}}}}"
+            );
+        }
+        Endpoint::Completion => {
+            let _ = write!(
+                b,
+                "{{\"text\":\"\",\"index\":0,\"logprobs\":null,\"finish_reason\":\"{reason}\"}}"
+            );
+        }
+    }
+    b.put_slice(frame.tail.as_bytes());
+    if let Some((u, cached)) = usage {
+        push_usage(&mut b, frame.dialect, u, Some(cached));
+    }
+    if let Some(t) = timings {
+        t.push(&mut b);
+    }
+    b.put_slice(b"}\n\n");
+    b.freeze()
+}
+
+/// The final `"choices":[]` usage chunk (with `prompt_tokens_details.cached_tokens`, and
+/// llama.cpp `timings` when given).
+pub(crate) fn usage_event(
+    frame: &Frame,
+    usage: Usage,
+    cached: u64,
+    timings: Option<&Timings>,
+) -> Bytes {
+    let mut b = frame.start(400);
+    b.put_slice(frame.tail.as_bytes());
+    push_usage(&mut b, frame.dialect, usage, Some(cached));
+    if let Some(t) = timings {
+        t.push(&mut b);
+    }
     b.put_slice(b"}\n\n");
     b.freeze()
 }
@@ -264,10 +441,9 @@ mod tests {
 
     #[test]
     fn chat_event_splits_reasoning() {
-        let p = chunk_prefix(Endpoint::Chat, "chatcmpl-sim-1", 5, "\"m\"");
+        let p = Frame::new(Dialect::Vllm, Endpoint::Chat, "chatcmpl-sim-1", 5, "\"m\"");
         let ev = TokenEvent {
-            prefix: &p,
-            endpoint: Endpoint::Chat,
+            frame: &p,
             from: 1,
             n: 3,
             reasoning_tokens: 2,
@@ -287,26 +463,35 @@ mod tests {
         let r = payload(&role_event(&p, None));
         assert_eq!(r["choices"][0]["delta"]["role"], "assistant");
         assert!(r.get("usage").is_none());
-        let u = payload(&usage_event(&p, (7, 4), 3));
+        let u = payload(&usage_event(&p, (7, 4), 3, None));
         assert_eq!(u["choices"], serde_json::json!([]));
         assert_eq!(u["usage"]["prompt_tokens_details"]["cached_tokens"], 3);
     }
 
     #[test]
     fn completion_event_shape() {
-        let p = chunk_prefix(Endpoint::Completion, "cmpl-sim-2", 5, "\"m\"");
-        let v = payload(
-            &TokenEvent {
-                prefix: &p,
-                endpoint: Endpoint::Completion,
-                from: 0,
-                n: 2,
-                reasoning_tokens: 0,
-                finish: None,
-                usage: None,
-            }
-            .encode(),
+        let p = Frame::new(
+            Dialect::Vllm,
+            Endpoint::Completion,
+            "cmpl-sim-2",
+            5,
+            "\"m\"",
         );
+        let bytes = TokenEvent {
+            frame: &p,
+            from: 0,
+            n: 2,
+            reasoning_tokens: 0,
+            finish: None,
+            usage: None,
+        }
+        .encode();
+        // byte-exact vLLM shape
+        assert_eq!(
+            std::str::from_utf8(&bytes).expect("utf8"),
+            "data: {\"id\":\"cmpl-sim-2\",\"object\":\"text_completion\",\"created\":5,\"model\":\"m\",\"choices\":[{\"index\":0,\"text\":\" lorem ipsum\",\"logprobs\":null,\"finish_reason\":null,\"stop_reason\":null}]}\n\n"
+        );
+        let v = payload(&bytes);
         assert_eq!(v["object"], "text_completion");
         assert_eq!(v["choices"][0]["text"], " lorem ipsum");
         assert!(v["choices"][0]["finish_reason"].is_null());
@@ -319,5 +504,65 @@ mod tests {
         )
         .expect("json");
         assert_eq!(e["error"]["code"], 500);
+    }
+
+    #[test]
+    fn llamacpp_dialect_shapes() {
+        let chat = Frame::new(
+            Dialect::Llamacpp,
+            Endpoint::Chat,
+            "chatcmpl-sim-3",
+            9,
+            "\"m\"",
+        );
+        let role = std::str::from_utf8(&role_event(&chat, Some((1, 0))))
+            .expect("utf8")
+            .to_string();
+        assert!(role.starts_with("data: {\"choices\":[{\"finish_reason\":null,\"index\":0,\"delta\":{\"role\":\"assistant\",\"content\":null}}],\"created\":9,\"id\":\"chatcmpl-sim-3\""));
+        assert!(!role.contains("usage"));
+        let v = payload(
+            &TokenEvent {
+                frame: &chat,
+                from: 0,
+                n: 2,
+                reasoning_tokens: 0,
+                finish: None,
+                usage: None,
+            }
+            .encode(),
+        );
+        assert_eq!(v["choices"][0]["delta"]["content"], " lorem ipsum");
+        assert!(v["choices"][0]["finish_reason"].is_null());
+        assert_eq!(v["system_fingerprint"], LLAMACPP_BUILD);
+        let t = Timings {
+            cache_n: 16,
+            prompt_n: 4,
+            prompt_ms: 2.0,
+            predicted_n: 10,
+            predicted_ms: 100.0,
+        };
+        let f = payload(&finish_event(&chat, "length", None, Some(&t)));
+        assert_eq!(f["choices"][0]["delta"], serde_json::json!({}));
+        assert_eq!(f["choices"][0]["finish_reason"], "length");
+        assert_eq!(f["timings"]["predicted_per_second"], 100.0);
+        assert_eq!(f["timings"]["prompt_n"], 4);
+        let u = payload(&usage_event(&chat, (20, 10), 16, Some(&t)));
+        assert_eq!(u["choices"], serde_json::json!([]));
+        assert_eq!(u["usage"]["completion_tokens"], 10);
+        assert_eq!(u["timings"]["cache_n"], 16);
+
+        let cmpl = Frame::new(
+            Dialect::Llamacpp,
+            Endpoint::Completion,
+            "cmpl-sim-4",
+            9,
+            "\"m\"",
+        );
+        let f = payload(&finish_event(&cmpl, "length", Some(((2, 8), 0)), Some(&t)));
+        assert_eq!(f["choices"][0]["text"], "");
+        assert_eq!(f["choices"][0]["finish_reason"], "length");
+        assert_eq!(f["usage"]["total_tokens"], 10);
+        assert_eq!(f["object"], "text_completion");
+        assert!(f["timings"].is_object());
     }
 }

@@ -15,8 +15,10 @@ use bytes::Bytes;
 use serde::Deserialize;
 use tokio::sync::{mpsc, oneshot};
 
+use crate::config::Personality;
 use crate::engine::{NewRequest, Sink};
 use crate::format::Endpoint;
+use crate::personality;
 use crate::stats::StatsCounters as S;
 use crate::tokenizer::{self, PromptSink, TemplateMessage, TokenSink};
 use crate::Shared;
@@ -27,17 +29,41 @@ const MAX_BODY_BYTES: usize = 256 << 20;
 type AppState = Arc<Shared>;
 
 pub(crate) fn router(shared: AppState) -> Router {
+    let p = shared.cfg.personality;
     let mut r = Router::new()
         .route("/v1/chat/completions", post(chat_completions))
         .route("/v1/completions", post(completions))
         .route("/v1/models", get(models))
-        .route("/health", get(health))
-        .route("/version", get(version));
-    if shared.cfg.tokenize_endpoint {
-        r = r.route("/tokenize", post(tokenize));
+        .route("/health", get(health));
+    match p {
+        Personality::Neutral | Personality::Vllm => {
+            r = r.route("/version", get(version));
+            if shared.cfg.tokenize_endpoint {
+                r = r.route("/tokenize", post(tokenize));
+            }
+        }
+        Personality::Sglang => {
+            r = r
+                .route("/get_server_info", get(sglang_server_info))
+                .route("/get_model_info", get(sglang_model_info));
+        }
+        Personality::Llamacpp => {
+            r = r
+                .route("/props", get(llamacpp_props))
+                .route("/slots", get(llamacpp_slots));
+            if shared.cfg.tokenize_endpoint {
+                r = r.route("/tokenize", post(llamacpp_tokenize));
+            }
+        }
     }
-    r.fallback(not_found)
-        .layer(DefaultBodyLimit::max(MAX_BODY_BYTES))
+    if p.has_metrics() {
+        r = r.route("/metrics", get(metrics));
+    }
+    let r = match p {
+        Personality::Llamacpp => r.fallback(llamacpp_not_found),
+        _ => r.fallback(not_found),
+    };
+    r.layer(DefaultBodyLimit::max(MAX_BODY_BYTES))
         .with_state(shared)
 }
 
@@ -135,6 +161,10 @@ fn check_auth(s: &Shared, headers: &HeaderMap) -> Result<(), ApiError> {
 }
 
 fn check_model(s: &Shared, model: Option<&str>) -> Result<(), ApiError> {
+    if s.cfg.personality == Personality::Llamacpp {
+        // llama-server serves its one model under any requested name.
+        return Ok(());
+    }
     match model {
         Some(m) if m != s.cfg.model => Err(vllm_error(
             StatusCode::NOT_FOUND,
@@ -374,7 +404,10 @@ async fn completion_common(
             let inc = o.include_usage.unwrap_or(false);
             (
                 inc,
-                inc && s.cfg.continuous_usage && o.continuous_usage_stats.unwrap_or(false),
+                // llama.cpp has no continuous usage stats.
+                inc && s.cfg.continuous_usage
+                    && s.cfg.personality != Personality::Llamacpp
+                    && o.continuous_usage_stats.unwrap_or(false),
             )
         }
         _ => (false, false),
@@ -416,6 +449,8 @@ async fn completion_common(
                         shared
                             .truth_log()
                             .record_emission(seq, Instant::now(), tokens);
+                    } else if shared.cfg.record_truth && bytes.as_ref() == crate::format::DONE {
+                        shared.truth_log().record_stream_end(seq, Instant::now());
                     }
                     Ok::<Bytes, Infallible>(bytes)
                 })
@@ -499,34 +534,106 @@ async fn models(State(s): State<AppState>, headers: HeaderMap) -> Response {
     if let Err(r) = check_auth(&s, &headers) {
         return r.into_response();
     }
-    let body = serde_json::json!({
-        "object": "list",
-        "data": [{
-            "id": s.cfg.model,
-            "object": "model",
-            "created": s.started_unix,
-            "owned_by": "servebench-sim",
-            "root": s.cfg.model,
-            "parent": null,
-            "max_model_len": s.cfg.max_model_len,
-            "permission": [],
-        }],
-    });
-    json_response(StatusCode::OK, body.to_string())
+    json_response(StatusCode::OK, personality::models(&s).to_string())
 }
 
-async fn health() -> StatusCode {
-    StatusCode::OK
+async fn health(State(s): State<AppState>) -> Response {
+    match s.cfg.personality {
+        Personality::Llamacpp => json_response(StatusCode::OK, "{\"status\":\"ok\"}".into()),
+        _ => StatusCode::OK.into_response(),
+    }
 }
 
 async fn version(State(s): State<AppState>, headers: HeaderMap) -> Response {
     if let Err(r) = check_auth(&s, &headers) {
         return r.into_response();
     }
-    let body = serde_json::json!({
-        "version": format!("servebench-sim {}", env!("CARGO_PKG_VERSION")),
-    });
-    json_response(StatusCode::OK, body.to_string())
+    json_response(
+        StatusCode::OK,
+        personality::version(s.cfg.personality).to_string(),
+    )
+}
+
+/// `GET /metrics` (every personality but the neutral one). Like vLLM's, it needs no API key.
+async fn metrics(State(s): State<AppState>) -> Response {
+    match crate::metrics::render(&s) {
+        Some(body) => {
+            let mut resp = Response::new(Body::from(body));
+            resp.headers_mut().insert(
+                header::CONTENT_TYPE,
+                HeaderValue::from_static("text/plain; version=0.0.4; charset=utf-8"),
+            );
+            resp
+        }
+        None => not_found().await,
+    }
+}
+
+async fn sglang_server_info(State(s): State<AppState>, headers: HeaderMap) -> Response {
+    if let Err(r) = check_auth(&s, &headers) {
+        return r.into_response();
+    }
+    json_response(
+        StatusCode::OK,
+        personality::sglang_server_info(&s).to_string(),
+    )
+}
+
+async fn sglang_model_info(State(s): State<AppState>, headers: HeaderMap) -> Response {
+    if let Err(r) = check_auth(&s, &headers) {
+        return r.into_response();
+    }
+    json_response(
+        StatusCode::OK,
+        personality::sglang_model_info(&s).to_string(),
+    )
+}
+
+async fn llamacpp_props(State(s): State<AppState>, headers: HeaderMap) -> Response {
+    if let Err(r) = check_auth(&s, &headers) {
+        return r.into_response();
+    }
+    json_response(StatusCode::OK, personality::llamacpp_props(&s).to_string())
+}
+
+async fn llamacpp_slots(State(s): State<AppState>, headers: HeaderMap) -> Response {
+    if let Err(r) = check_auth(&s, &headers) {
+        return r.into_response();
+    }
+    json_response(StatusCode::OK, personality::llamacpp_slots(&s).to_string())
+}
+
+#[derive(Deserialize)]
+#[serde(untagged)]
+enum LlamaContent {
+    Text(String),
+    Tokens(Vec<u32>),
+}
+
+#[derive(Deserialize)]
+struct LlamaTokenizeBody {
+    content: Option<LlamaContent>,
+}
+
+/// llama.cpp `POST /tokenize`: `{"content": "..."}` → `{"tokens": [...]}`.
+async fn llamacpp_tokenize(State(s): State<AppState>, headers: HeaderMap, body: Bytes) -> Response {
+    if let Err(r) = check_auth(&s, &headers) {
+        return r.into_response();
+    }
+    let req: LlamaTokenizeBody = match parse_json(&body) {
+        Ok(r) => r,
+        Err(r) => return r.into_response(),
+    };
+    let mut ids: Vec<u32> = Vec::new();
+    match &req.content {
+        Some(LlamaContent::Text(t)) => tokenizer::tokenize_into(t, &mut ids),
+        Some(LlamaContent::Tokens(t)) => ids.extend_from_slice(t),
+        None => {}
+    }
+    json_response(
+        StatusCode::OK,
+        serde_json::json!({ "tokens": ids }).to_string(),
+    )
 }
 
 async fn not_found() -> Response {
@@ -534,6 +641,16 @@ async fn not_found() -> Response {
         StatusCode::NOT_FOUND,
         [(header::CONTENT_TYPE, "application/json")],
         "{\"detail\":\"Not Found\"}",
+    )
+        .into_response()
+}
+
+/// llama-server's 404 body.
+async fn llamacpp_not_found() -> Response {
+    (
+        StatusCode::NOT_FOUND,
+        [(header::CONTENT_TYPE, "application/json; charset=utf-8")],
+        "{\"error\":{\"code\":404,\"message\":\"File Not Found\",\"type\":\"not_found_error\"}}",
     )
         .into_response()
 }

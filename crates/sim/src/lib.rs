@@ -7,9 +7,12 @@
 //!
 //! # Engine model
 //!
-//! One scheduler task emulates a continuous-batching engine. Each **step** admits waiting
-//! requests (FIFO) while fewer than `max_batch` are running; the newly admitted ones are
-//! prefilled in that step and produce their first tokens at its end. The step lasts
+//! One scheduler task emulates a continuous-batching engine. Each **step** first plans the
+//! tokens every running request emits at its end, reserves KV-cache blocks for them
+//! (preempting if needed, see below), then — only if nothing was preempted — admits waiting
+//! requests (FIFO) while fewer than `max_batch` are running and the KV cache has room; the newly
+//! admitted ones are prefilled in that step and produce their first tokens at its end. The step
+//! lasts
 //!
 //! ```text
 //! Σ uncached prompt tokens of newly admitted / prefill_tps                         (prefill)
@@ -19,24 +22,84 @@
 //! where `batch` is the number of running requests and `Σctx` their prompt + generated tokens;
 //! `batch` counts the newly admitted requests too (they decode in the same step, so
 //! TTFT = queueing + prefill + one step). At the step's deadline every running request emits
-//! one SSE event with `tokens_per_chunk` tokens (the first event too; fewer at the end).
-//! Requests end at max_tokens (`length`) or, when `eos_after` is set and the request did not
-//! send `ignore_eos: true`, after that many tokens (`stop`). A client that disconnects is
-//! dropped from the batch at the next step. The schedule is absolute (each step starts at the
-//! previous deadline unless the scheduler fell more than 20 ms behind), and the truth records
-//! when events were really handed to the HTTP body.
+//! one SSE event with its planned tokens: `tokens_per_chunk` (fewer at the end; fixed-k mode),
+//! or with speculative decoding 1 + accepted drafts. Requests end at max_tokens (`length`) or,
+//! when `eos_after` is set and the request did not send `ignore_eos: true`, after that many
+//! tokens (`stop`). A client that disconnects is dropped from the batch at the next step. The
+//! schedule is absolute (each step starts at the previous deadline unless the scheduler fell
+//! more than 20 ms behind), and the truth records when events were really handed to the HTTP
+//! body.
+//!
+//! **KV cache** (`kv_blocks` × `block_size` tokens; by default `max_batch × ceil(max_model_len /
+//! block_size)` blocks, which never binds). A running request holds
+//! `ceil((prompt + generated) / block_size)` blocks; prefix-cache sharing between running
+//! requests is not modelled (each holds its own blocks) and cached blocks do not take budget.
+//! * *Admission*: the waiting head is admitted when a batch slot is free and
+//!   `ceil((prompt + generated + step tokens) / block_size)` blocks are free (for a new request:
+//!   its prompt + 1 token); otherwise it and everything behind it waits (head-of-line, like
+//!   vLLM).
+//! * *Preemption* (vLLM V1 recompute): when the running batch's blocks for this step's tokens
+//!   exceed the budget, the newest running request is preempted, repeatedly, never the last
+//!   one. A preempted request goes back to the HEAD of the waiting queue (older victims first)
+//!   and keeps its generated tokens: they were already streamed and are not sent again; when
+//!   re-admitted it recomputes prompt + generated tokens (prefix-cache hits on its prompt blocks
+//!   reduce that) and continues. No admissions happen in a step that preempted. Counted in
+//!   [`EngineStats::preemptions_total`], [`RequestTruth::preemptions`] and the engines'
+//!   preemption counters. Configuration validation guarantees one request alone always fits
+//!   (`kv_blocks × block_size ≥ max_model_len`).
+//!
+//! **Speculative decoding** (`spec_tokens` K > 0, `spec_accept_rate` P, `seed`): the prefill
+//! step emits 1 token; every later step proposes `min(K, remaining − 1)` drafts and accepts a
+//! prefix of them — draft *i* is accepted with probability P if drafts 0..i were (stop at the
+//! first rejection) — plus one bonus token, all in ONE SSE event (as vLLM streams it). The
+//! draw for a draft depends only on (seed, request number, tokens generated so far, position),
+//! so runs are reproducible. Counters: drafting steps, draft tokens, accepted tokens and
+//! accepted per position ([`Sim::spec_truth`]); the expected accepted/draft ratio is
+//! (P + … + P^K)/K. Drafting and verification cost nothing extra in the step-time formula.
 //!
 //! **Prefix cache**: prompts are hashed in chained blocks of 16 tokens; a prompt's cached
 //! tokens are the longest run of leading whole blocks seen in earlier steps, limited to the first
 //! `prompt_tokens - 1` tokens (the last token is always computed, as in vLLM); LRU of
-//! [`PREFIX_CACHE_BLOCKS`] blocks. See [`SimConfig`] for all knobs.
+//! [`PREFIX_CACHE_BLOCKS`] blocks. Queries and hits are counted in tokens at a request's first
+//! admission only (a resumed request is not counted again, like vLLM's separate
+//! preempted-request stats). See [`SimConfig`] for all knobs.
 //!
 //! Tokenization and the chat template are described in [`tokenizer`].
+//!
+//! # Personalities
+//!
+//! [`Personality`] (`--personality`) chooses which engine the simulator impersonates; the engine
+//! model is the same for all of them.
+//!
+//! * `neutral` (default, engine name `servebench-sim`): today's behaviour, no `/metrics`.
+//! * `vllm`: `/version` → `{"version":"0.32.0+sim"}`, `/v1/models` (`owned_by` `vllm`,
+//!   `max_model_len`), `/tokenize`, `/metrics` with vLLM 0.32 V1 names labelled
+//!   `engine="0",model_name="<model>"`, counter TYPE lines with `_total`, a `*_created` gauge
+//!   beside every counter and histogram, and `vllm:cache_config_info` (`num_gpu_blocks` =
+//!   KV blocks, `block_size`, `kv_cache_size_tokens` = their product).
+//! * `sglang`: `/get_server_info` (`max_total_num_tokens` = KV tokens, `max_running_requests`
+//!   = `max_batch`, `context_length`, `version`), `/get_model_info`, `/v1/models`; `/metrics`
+//!   with `sglang:` (or, with `--sglang-underscore-prefix`, `sglang_`) names labelled
+//!   `engine_type="unified",model_name,pp_rank="0",tp_rank="0"`; no `/version`, no `/tokenize`.
+//! * `llamacpp`: `/props` (`n_ctx` per slot = `max_model_len`, `total_slots` = `max_batch`;
+//!   KV = slots × per-slot context), `/slots`, `/health` → `{"status":"ok"}`, `/v1/models`
+//!   with `models` and `data`, llama.cpp `/tokenize` (`content` → `tokens`), `/metrics` with
+//!   the 15 unlabelled `llamacpp:` families (integers for counts); `/version` is 404; any
+//!   `model` name is accepted; streams in llama.cpp's shape (role chunk `content: null` sent
+//!   with the first token, separate finish chunk, `timings` on the final chunk, completions'
+//!   usage on the last choice chunk, no continuous usage). `tokens_predicted_total` grows when
+//!   a request leaves its slot, as in llama-server; the `*_tokens_seconds` gauges cover the
+//!   window since the previous scrape.
+//!
+//! Every `/metrics` number comes from the engine's own counters, so the difference between two
+//! scrapes is exactly what the engine did in between. Latency histograms use the engine's
+//! clock (admission, step deadlines), not the HTTP hand-off times of the truth.
 //!
 //! # Endpoints
 //!
 //! `POST /v1/chat/completions`, `POST /v1/completions` (streaming and not), `GET /v1/models`,
-//! `POST /tokenize` (vLLM shape), `GET /health`, `GET /version`.
+//! `GET /health`; `POST /tokenize` (vLLM shape) and `GET /version` for neutral and vLLM;
+//! `GET /metrics` (no API key needed) and the info endpoints listed above per personality.
 
 #![warn(missing_docs)]
 
@@ -44,6 +107,8 @@ mod config;
 mod engine;
 mod format;
 mod http;
+mod metrics;
+mod personality;
 mod prefix_cache;
 mod stats;
 pub mod tokenizer;
@@ -59,11 +124,13 @@ use axum::serve::ListenerExt as _;
 use tokio::net::{TcpListener, TcpSocket};
 use tokio::sync::{mpsc, oneshot};
 
-pub use config::SimConfig;
+pub use config::{Personality, SimConfig, DEFAULT_BLOCK_SIZE, MAX_SPEC_TOKENS};
 pub use format::WORDS;
 pub use prefix_cache::PREFIX_CACHE_BLOCKS;
 pub use stats::EngineStats;
-pub use truth::{tokens_emitted_between, RequestTruth, MAX_TRUTH_EMISSIONS, MAX_TRUTH_REQUESTS};
+pub use truth::{
+    tokens_emitted_between, RequestTruth, SpecTruth, MAX_TRUTH_EMISSIONS, MAX_TRUTH_REQUESTS,
+};
 
 /// Listen backlog of the HTTP socket (connections), large enough for 1,024+ clients connecting
 /// at once.
@@ -74,6 +141,8 @@ pub(crate) struct Shared {
     pub(crate) cfg: SimConfig,
     pub(crate) stats: stats::StatsCounters,
     truth: Mutex<truth::TruthLog>,
+    /// Histograms and per-engine accumulators behind `/metrics`.
+    metrics: Mutex<metrics::MetricsState>,
     /// Last request sequence number handed out (ids are `...-sim-<seq>`, from 1).
     pub(crate) next_seq: AtomicU64,
     /// Completion requests seen (after auth), for `fault_every`.
@@ -90,6 +159,10 @@ pub(crate) struct Shared {
 impl Shared {
     pub(crate) fn truth_log(&self) -> MutexGuard<'_, truth::TruthLog> {
         self.truth.lock().unwrap_or_else(|e| e.into_inner())
+    }
+
+    pub(crate) fn metrics_state(&self) -> MutexGuard<'_, metrics::MetricsState> {
+        self.metrics.lock().unwrap_or_else(|e| e.into_inner())
     }
 }
 
@@ -163,17 +236,18 @@ impl Sim {
         let addr = listener.local_addr().context("simulator local address")?;
         let (tx, rx) = mpsc::unbounded_channel();
         let model_json = serde_json::to_string(&cfg.model).context("encoding model name")?;
+        let started = std::time::SystemTime::now()
+            .duration_since(std::time::UNIX_EPOCH)
+            .unwrap_or_default();
         let shared = Arc::new(Shared {
+            metrics: Mutex::new(metrics::MetricsState::new(&cfg, started.as_secs_f64())),
             cfg,
             stats: Default::default(),
             truth: Mutex::new(Default::default()),
             next_seq: AtomicU64::new(0),
             completion_counter: AtomicU64::new(0),
             stream_counter: AtomicU64::new(0),
-            started_unix: std::time::SystemTime::now()
-                .duration_since(std::time::UNIX_EPOCH)
-                .map(|d| d.as_secs())
-                .unwrap_or(0),
+            started_unix: started.as_secs(),
             model_json,
             engine: tx,
         });
@@ -294,9 +368,28 @@ impl Sim {
         self.shared.truth_log().clear();
     }
 
-    /// Current engine counters (for tests and a later `/metrics` page).
+    /// Current engine counters (the numbers behind `/metrics`).
     pub fn stats(&self) -> EngineStats {
         self.shared.stats.snapshot()
+    }
+
+    /// The body `GET /metrics` would return now (`None` for the neutral personality, which has
+    /// no metrics page). Like a real scrape, it resets llama.cpp's per-scrape throughput window.
+    pub fn metrics_text(&self) -> Option<String> {
+        metrics::render(&self.shared)
+    }
+
+    /// Speculative-decoding truth: configured K and P, and the realised counts so far.
+    pub fn spec_truth(&self) -> SpecTruth {
+        let st = self.shared.stats.snapshot();
+        SpecTruth {
+            spec_tokens: self.shared.cfg.spec_tokens,
+            accept_rate: self.shared.cfg.spec_accept_rate,
+            drafts: st.spec_drafts_total,
+            draft_tokens: st.spec_draft_tokens_total,
+            accepted_tokens: st.spec_accepted_tokens_total,
+            accepted_per_position: self.shared.metrics_state().accepted_per_pos.clone(),
+        }
     }
 
     /// Stop the simulator (same as dropping it). For [`Sim::spawn_thread`] it waits for the

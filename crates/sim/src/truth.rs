@@ -16,7 +16,8 @@ pub struct RequestTruth {
     pub id: String,
     /// When the HTTP handler had parsed the request (before queueing).
     pub received_at: Instant,
-    /// When the scheduler admitted it into the running batch (start of its prefill step).
+    /// When the scheduler first admitted it into the running batch (start of its prefill
+    /// step; a later re-admission after preemption does not change it).
     pub admitted_at: Option<Instant>,
     /// Prompt tokens (template included), as in `usage.prompt_tokens`.
     pub prompt_tokens: u64,
@@ -29,11 +30,64 @@ pub struct RequestTruth {
     /// non-streaming requests: when each step's tokens were generated.
     pub emissions: Vec<(Instant, u32)>,
     /// When the request left the engine (last event sent, error sent, or cancellation seen).
+    /// For a finished streamed request: when its final `[DONE]` frame was handed to the
+    /// connection (never before its last emission).
     pub finished_at: Option<Instant>,
     /// True when the client went away before the request finished.
     pub cancelled: bool,
     /// `length`, `stop`, or `error` (mid-stream fault); `None` while running or if cancelled.
     pub finish_reason: Option<String>,
+    /// Times the request was preempted (KV cache full) and went back to the waiting queue.
+    pub preemptions: u32,
+    /// Speculative draft tokens proposed for this request (tokens).
+    pub draft_tokens: u64,
+    /// Speculative draft tokens accepted for this request (tokens). Tokens emitted =
+    /// decode steps that emitted + accepted draft tokens.
+    pub accepted_draft_tokens: u64,
+}
+
+/// Speculative-decoding ground truth: the configuration and what the engine realised.
+#[derive(Debug, Clone, PartialEq, serde::Serialize)]
+pub struct SpecTruth {
+    /// Configured draft tokens per step (`--spec-tokens`, K); 0 = speculative decoding off.
+    pub spec_tokens: u32,
+    /// Configured per-draft-token acceptance probability (`--spec-accept-rate`, P), given the
+    /// earlier drafts of the step were accepted.
+    pub accept_rate: f64,
+    /// Decode steps (summed over requests) that proposed at least one draft.
+    pub drafts: u64,
+    /// Draft tokens proposed (tokens).
+    pub draft_tokens: u64,
+    /// Draft tokens accepted (tokens).
+    pub accepted_tokens: u64,
+    /// Accepted draft tokens per draft position (index 0 = first draft); length K.
+    pub accepted_per_position: Vec<u64>,
+}
+
+impl SpecTruth {
+    /// Expected accepted / draft-token ratio for full K-token drafts:
+    /// (P + P² + … + P^K) / K (0 when K = 0).
+    pub fn expected_acceptance_rate(&self) -> f64 {
+        if self.spec_tokens == 0 {
+            return 0.0;
+        }
+        let p = self.accept_rate;
+        (1..=self.spec_tokens)
+            .map(|i| p.powi(i as i32))
+            .sum::<f64>()
+            / f64::from(self.spec_tokens)
+    }
+
+    /// Realised accepted / draft-token ratio (`None` before any draft).
+    pub fn acceptance_rate(&self) -> Option<f64> {
+        (self.draft_tokens > 0).then(|| self.accepted_tokens as f64 / self.draft_tokens as f64)
+    }
+
+    /// Realised mean tokens per drafting step: 1 (bonus) + accepted / drafts (`None` before any
+    /// draft). SGLang calls this the acceptance length.
+    pub fn mean_acceptance_length(&self) -> Option<f64> {
+        (self.drafts > 0).then(|| 1.0 + self.accepted_tokens as f64 / self.drafts as f64)
+    }
 }
 
 impl RequestTruth {
@@ -90,6 +144,14 @@ impl TruthLog {
         }
     }
 
+    /// A streamed request's final frame (`[DONE]`) was handed to the connection at `at`: its
+    /// `finished_at` becomes the later of that and the engine's retire time.
+    pub(crate) fn record_stream_end(&mut self, seq: u64, at: Instant) {
+        if let Some(t) = self.by_seq.get_mut(&seq) {
+            t.finished_at = Some(t.finished_at.map_or(at, |f| f.max(at)));
+        }
+    }
+
     fn trim(&mut self) {
         while self.order.len() > MAX_TRUTH_REQUESTS || self.emissions > MAX_TRUTH_EMISSIONS {
             let Some(old) = self.order.pop_front() else {
@@ -135,6 +197,9 @@ mod tests {
             finished_at: None,
             cancelled: false,
             finish_reason: None,
+            preemptions: 0,
+            draft_tokens: 0,
+            accepted_draft_tokens: 0,
         }
     }
 

@@ -397,3 +397,36 @@ pub async fn eventually(timeout: Duration, mut f: impl FnMut() -> bool) -> bool 
     }
     f()
 }
+
+/// `GET /metrics`, parsed with the benchmark's own parser (no rejected lines allowed).
+pub async fn scrape(addr: SocketAddr) -> servebench_metrics::Scrape {
+    let r = get(addr, "/metrics").await;
+    assert_eq!(r.status, 200, "{}", String::from_utf8_lossy(&r.body));
+    let text = String::from_utf8(r.body).expect("utf8 metrics");
+    let s = servebench_metrics::Scrape::parse(&text).expect("exposition");
+    assert_eq!(s.rejected_lines(), 0, "rejected lines in:\n{text}");
+    s
+}
+
+/// A completion prompt of exactly `n` tokens (token ids `base..base+n`).
+pub fn token_prompt(base: u32, n: u32) -> Vec<u32> {
+    (base..base + n).collect()
+}
+
+/// Read a fixture under the repository's `tests/data/engines/`.
+pub fn engine_fixture(rel: &str) -> String {
+    let p = std::path::Path::new(env!("CARGO_MANIFEST_DIR"))
+        .join("../../tests/data/engines")
+        .join(rel);
+    std::fs::read_to_string(&p).unwrap_or_else(|e| panic!("{}: {e}", p.display()))
+}
+
+/// Metric family names listed in a `name (type)` names file or the first column of a TSV.
+pub fn fixture_names(rel: &str) -> std::collections::BTreeSet<String> {
+    engine_fixture(rel)
+        .lines()
+        .filter(|l| !l.starts_with('#') && !l.trim().is_empty())
+        .filter_map(|l| l.split([' ', '\t']).next())
+        .map(str::to_string)
+        .collect()
+}

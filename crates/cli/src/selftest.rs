@@ -1,0 +1,222 @@
+//! `servebench selftest`: how much the client itself costs.
+//!
+//! Starts the simulator as a **separate process** (so this process's CPU time is the client's
+//! alone), runs one sustained cell against it with many concurrent streams, and reports the
+//! client's CPU per 10,000 tokens/s ingested and its resident memory over the run. The figures
+//! go into `docs/performance.md`.
+
+use std::net::TcpListener;
+use std::process::{Child, Command, Stdio};
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use anyhow::{bail, Context as _};
+use clap::Args;
+use servebench_core::cell::{run_sustained_cell, CellJob, CellSettings};
+use servebench_core::plan::CellSpec;
+use servebench_core::procstat::{process_cpu_seconds, resident_bytes};
+use servebench_core::prompt::{build_input, streaming_payload, RequestOptions};
+use servebench_core::{Endpoint, EventSink, HttpClient, Target};
+use tokio_util::sync::CancellationToken;
+
+/// Flags of `servebench selftest`.
+#[derive(Debug, Args)]
+pub struct SelftestArgs {
+    /// Concurrent streams.
+    #[arg(long, default_value_t = 1024)]
+    pub concurrency: u64,
+    /// Measured window, s.
+    #[arg(long, default_value_t = 20.0)]
+    pub duration: f64,
+    /// max_tokens per request (requests restart when they end).
+    #[arg(long, default_value_t = 2048)]
+    pub max_tokens: u64,
+    /// Tokens per SSE event sent by the simulator (1 = one token per event, the worst case).
+    #[arg(long, default_value_t = 1)]
+    pub tokens_per_chunk: u32,
+    /// Simulator decode step, ms (sets the event rate: C / step events per second).
+    #[arg(long, default_value_t = 60.0)]
+    pub decode_base_ms: f64,
+}
+
+struct SimChild(Child);
+
+impl Drop for SimChild {
+    fn drop(&mut self) {
+        let _ = self.0.kill();
+        let _ = self.0.wait();
+    }
+}
+
+fn free_port() -> anyhow::Result<u16> {
+    let l = TcpListener::bind("127.0.0.1:0")?;
+    Ok(l.local_addr()?.port())
+}
+
+/// Runs the self-test and prints a report to stdout.
+pub async fn run(a: SelftestArgs) -> anyhow::Result<()> {
+    if a.concurrency == 0 || a.duration.is_nan() || a.duration <= 0.0 {
+        bail!("--concurrency and --duration must be > 0");
+    }
+    let port = free_port()?;
+    let exe = std::env::current_exe().context("cannot find the servebench executable")?;
+    let child = Command::new(exe)
+        .args([
+            "sim",
+            "--port",
+            &port.to_string(),
+            "--max-batch",
+            &(a.concurrency * 2).to_string(),
+            "--tokens-per-chunk",
+            &a.tokens_per_chunk.to_string(),
+            "--decode-base-ms",
+            &a.decode_base_ms.to_string(),
+            "--decode-per-seq-ms",
+            "0",
+            "--decode-per-kctx-ms",
+            "0",
+        ])
+        .stdout(Stdio::null())
+        .stderr(Stdio::null())
+        .spawn()
+        .context("cannot start the simulator process")?;
+    let _guard = SimChild(child);
+    let url = format!("http://127.0.0.1:{port}");
+    let target = Target::from_url(&url, None, Endpoint::Chat)?;
+    let client = HttpClient::new(target)?;
+    let deadline = Instant::now() + Duration::from_secs(20);
+    while client
+        .get_text("/health", Duration::from_secs(1))
+        .await
+        .is_err()
+    {
+        if Instant::now() > deadline {
+            bail!("the simulator process did not start on {url}");
+        }
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+
+    let opts = RequestOptions {
+        model: "servebench-sim".into(),
+        endpoint: Endpoint::Chat,
+        max_tokens: a.max_tokens,
+        ignore_eos: true,
+        temperature: None,
+        continuous_usage: true,
+    };
+    let input = build_input(Endpoint::Chat, "[SELFTEST]", 0, false);
+    let settings = CellSettings {
+        path: Endpoint::Chat.path(),
+        duration: Duration::from_secs_f64(a.duration),
+        stable_window: Duration::from_secs(2),
+        max_tokens: a.max_tokens,
+        ignore_eos: true,
+    };
+    let job = CellJob {
+        spec: CellSpec {
+            concurrency: a.concurrency,
+            context: 0,
+        },
+        decode_body: streaming_payload(&opts, &input),
+        scout_body: None,
+        ready_timeout: Duration::from_secs(120),
+        index: 1,
+        total: 1,
+        warmup: false,
+    };
+    let rss_start = resident_bytes();
+    let stop = CancellationToken::new();
+    let rss_task = {
+        let stop = stop.clone();
+        tokio::spawn(async move {
+            let t0 = Instant::now();
+            let mut samples: Vec<(f64, u64)> = Vec::new();
+            loop {
+                if let Some(r) = resident_bytes() {
+                    samples.push((t0.elapsed().as_secs_f64(), r));
+                }
+                tokio::select! {
+                    _ = stop.cancelled() => break,
+                    _ = tokio::time::sleep(Duration::from_secs(1)) => {}
+                }
+            }
+            samples
+        })
+    };
+    let events = Arc::new(EventSink::new(None));
+    let cpu0 = process_cpu_seconds();
+    let t0 = Instant::now();
+    let out = run_sustained_cell(
+        &client,
+        &settings,
+        job,
+        &events,
+        None,
+        &CancellationToken::new(),
+    )
+    .await;
+    let cpu_total = process_cpu_seconds().zip(cpu0).map(|(b, a)| b - a);
+    let wall = t0.elapsed().as_secs_f64();
+    stop.cancel();
+    let rss = rss_task.await.unwrap_or_default();
+    let r = &out.result;
+    if r.status != servebench_results::CellStatus::Ok {
+        bail!(
+            "self-test cell failed: {} {}",
+            r.status.as_str(),
+            r.status_reason
+        );
+    }
+    let tps = r.aggregate_tps.unwrap_or(0.0);
+    let events_in_window =
+        r.client_token_events.unwrap_or(0) as f64 / r.measurement_seconds.unwrap_or(1.0);
+    let cpu = r.client_cpu_util.unwrap_or(f64::NAN);
+    let mb = |b: u64| b as f64 / (1024.0 * 1024.0);
+    println!("servebench selftest (client in this process, simulator in a separate process)");
+    println!("  streams (C)                  {}", a.concurrency);
+    println!("  tokens per SSE event         {}", a.tokens_per_chunk);
+    println!(
+        "  window                       {:.1} s",
+        r.measurement_seconds.unwrap_or(0.0)
+    );
+    println!("  ingested                     {tps:.0} tok/s, {events_in_window:.0} events/s");
+    println!(
+        "  client CPU in the window     {:.1} % of one core",
+        cpu * 100.0
+    );
+    if tps > 0.0 {
+        println!(
+            "  client CPU per 10k tok/s     {:.1} % of one core",
+            cpu * 100.0 * 10_000.0 / tps
+        );
+        println!(
+            "  client CPU per event         {:.1} µs",
+            cpu * 1e6 / events_in_window.max(1.0)
+        );
+    }
+    if let Some(c) = cpu_total {
+        println!("  client CPU, whole cell       {c:.2} s over {wall:.1} s (ramp-up included)");
+    }
+    println!(
+        "  worst monitor tick lag       {:.1} ms",
+        r.client_max_tick_lag_ms.unwrap_or(0.0)
+    );
+    println!("  requests in window           {}", r.request_count);
+    if let (Some(first), Some(last)) = (rss.first(), rss.last()) {
+        let max = rss.iter().map(|s| s.1).max().unwrap_or(0);
+        println!(
+            "  resident memory              start {:.1} MiB, after ramp-up {:.1} MiB, end {:.1} MiB, max {:.1} MiB",
+            mb(rss_start.unwrap_or(first.1)),
+            mb(rss.get(rss.len().min(5).saturating_sub(1)).map(|s| s.1).unwrap_or(first.1)),
+            mb(last.1),
+            mb(max)
+        );
+        let series: Vec<String> = rss
+            .iter()
+            .step_by((rss.len() / 10).max(1))
+            .map(|(t, b)| format!("{t:.0}s:{:.1}", mb(*b)))
+            .collect();
+        println!("  RSS over time (MiB)          {}", series.join(" "));
+    }
+    Ok(())
+}

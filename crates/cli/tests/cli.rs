@@ -1,0 +1,1073 @@
+//! End-to-end tests of the `servebench` binary.
+//!
+//! Each test runs the real binary as a child process. The server under test is the built-in
+//! simulator, hosted in this test process on its own thread (`Sim::spawn_thread`, port 0), so
+//! fault injection, API keys and model lengths are set per test. Runs are kept short (1 s
+//! windows, 0.5 s readiness, no warmup, no pauses, 64-token requests, one or two cells).
+//!
+//! Every failing command must exit non-zero with exactly one `error:` line that says what is
+//! wrong, and must never panic.
+
+use std::io::{BufRead, BufReader, Read};
+use std::path::{Path, PathBuf};
+use std::process::{Child, Command, ExitStatus, Stdio};
+use std::sync::mpsc;
+use std::thread::JoinHandle;
+use std::time::{Duration, Instant};
+
+use serde_json::Value;
+use servebench_sim::{Sim, SimConfig};
+
+const BIN: &str = env!("CARGO_BIN_EXE_servebench");
+
+/// Flags that keep every cell around 1.5 s.
+const SHORT: &[&str] = &[
+    "--duration",
+    "1",
+    "--stable-seconds",
+    "0.5",
+    "--decode-warmup-seconds",
+    "0",
+    "--cell-pause-seconds",
+    "0",
+    "--max-tokens",
+    "64",
+];
+
+/// Upper bound for one short benchmark run (it normally takes a few seconds).
+const RUN_TIMEOUT: Duration = Duration::from_secs(60);
+/// Upper bound for a command that should fail or finish at once.
+const QUICK_TIMEOUT: Duration = Duration::from_secs(20);
+
+// ------------------------------------------------------------------------------------------
+// Harness
+
+/// Starts the simulator in this process on an ephemeral port.
+fn sim(cfg: SimConfig) -> Sim {
+    Sim::spawn_thread(SimConfig {
+        port: 0,
+        record_truth: false,
+        ..cfg
+    })
+    .expect("start the simulator")
+}
+
+fn default_sim() -> Sim {
+    sim(SimConfig::default())
+}
+
+/// What a finished child process left behind.
+#[derive(Debug)]
+struct Out {
+    status: ExitStatus,
+    stdout: String,
+    stderr: String,
+}
+
+impl Out {
+    fn code(&self) -> Option<i32> {
+        self.status.code()
+    }
+
+    /// Panics with the whole output unless the exit code is `want`.
+    #[track_caller]
+    fn expect_code(&self, want: i32) -> &Self {
+        assert_eq!(
+            self.code(),
+            Some(want),
+            "exit code\n--- stdout ---\n{}\n--- stderr ---\n{}",
+            self.stdout,
+            self.stderr
+        );
+        self.no_panic()
+    }
+
+    #[track_caller]
+    fn no_panic(&self) -> &Self {
+        for text in [&self.stdout, &self.stderr] {
+            assert!(
+                !text.contains("panicked") && !text.contains("stack backtrace"),
+                "the binary panicked\n--- stdout ---\n{}\n--- stderr ---\n{}",
+                self.stdout,
+                self.stderr
+            );
+        }
+        self
+    }
+
+    /// The one `error:` line of stderr; asserts there is exactly one and that it contains
+    /// every word of `words`.
+    #[track_caller]
+    fn error_line(&self, words: &[&str]) -> String {
+        self.no_panic();
+        let lines: Vec<&str> = self
+            .stderr
+            .lines()
+            .filter(|l| l.starts_with("error:"))
+            .collect();
+        assert_eq!(
+            lines.len(),
+            1,
+            "expected exactly one `error:` line on stderr:\n{}",
+            self.stderr
+        );
+        let line = lines[0];
+        for w in words {
+            assert!(
+                line.contains(w),
+                "error line does not mention {w:?}: {line}"
+            );
+        }
+        line.to_string()
+    }
+
+    /// A runtime error (not a flag parse error): the `error:` line is the last line of stderr,
+    /// so nothing of the message spilled onto further lines.
+    #[track_caller]
+    fn runtime_error(&self, code: i32, words: &[&str]) -> String {
+        self.expect_code(code);
+        let line = self.error_line(words);
+        let last = self.stderr.lines().rev().find(|l| !l.trim().is_empty());
+        assert_eq!(
+            last,
+            Some(line.as_str()),
+            "the error is not the last line of stderr:\n{}",
+            self.stderr
+        );
+        line
+    }
+
+    /// A flag error reported by the argument parser: one `error:` line, then only clap's
+    /// usage hint (`tip:`, `Usage:`, `For more information`).
+    #[track_caller]
+    fn usage_error(&self, words: &[&str]) -> String {
+        assert!(
+            matches!(self.code(), Some(c) if c != 0),
+            "expected a non-zero exit code, got {:?}\n{}",
+            self.code(),
+            self.stderr
+        );
+        let line = self.error_line(words);
+        for l in self
+            .stderr
+            .lines()
+            .skip_while(|l| !l.starts_with("error:"))
+            .skip(1)
+        {
+            let t = l.trim();
+            assert!(
+                t.is_empty()
+                    || t.starts_with("tip:")
+                    || t.starts_with("Usage:")
+                    || t.starts_with("For more information"),
+                "unexpected stderr line after the error: {l:?}\n{}",
+                self.stderr
+            );
+        }
+        line
+    }
+}
+
+/// Reads `r` to the end on a thread; each line is also sent on `lines` when given.
+fn drain<R: Read + Send + 'static>(
+    r: R,
+    lines: Option<mpsc::Sender<String>>,
+) -> JoinHandle<String> {
+    std::thread::spawn(move || {
+        let mut all = String::new();
+        let mut reader = BufReader::new(r);
+        let mut buf = Vec::new();
+        loop {
+            buf.clear();
+            match reader.read_until(b'\n', &mut buf) {
+                Ok(0) | Err(_) => break,
+                Ok(_) => {
+                    let line = String::from_utf8_lossy(&buf).into_owned();
+                    if let Some(tx) = &lines {
+                        let _ = tx.send(line.trim_end().to_string());
+                    }
+                    all.push_str(&line);
+                }
+            }
+        }
+        all
+    })
+}
+
+/// Waits for `child` at most `timeout`; kills it and panics when it overruns.
+fn wait(
+    mut child: Child,
+    stdout: JoinHandle<String>,
+    stderr: JoinHandle<String>,
+    timeout: Duration,
+) -> Out {
+    let deadline = Instant::now() + timeout;
+    let status = loop {
+        if let Some(s) = child.try_wait().expect("try_wait") {
+            break Some(s);
+        }
+        if Instant::now() >= deadline {
+            let _ = child.kill();
+            let _ = child.wait();
+            break None;
+        }
+        std::thread::sleep(Duration::from_millis(20));
+    };
+    let stdout = stdout.join().unwrap_or_default();
+    let stderr = stderr.join().unwrap_or_default();
+    match status {
+        Some(status) => Out {
+            status,
+            stdout,
+            stderr,
+        },
+        None => panic!(
+            "servebench did not finish within {timeout:?}\n--- stdout ---\n{stdout}\n--- stderr ---\n{stderr}"
+        ),
+    }
+}
+
+/// A scratch directory for one test: the working directory, cache and output of its commands.
+struct Bench {
+    dir: tempfile::TempDir,
+}
+
+impl Bench {
+    fn new() -> Self {
+        Bench {
+            dir: tempfile::tempdir().expect("tempdir"),
+        }
+    }
+
+    fn path(&self, name: &str) -> PathBuf {
+        self.dir.path().join(name)
+    }
+
+    /// Default results path of [`Bench::bench`].
+    fn output(&self) -> PathBuf {
+        self.path("results.json")
+    }
+
+    /// A `servebench` command isolated from the user's environment (no API key, cache in the
+    /// scratch directory, backtraces on so a panic cannot hide).
+    fn command(&self, args: &[&str]) -> Command {
+        let mut c = Command::new(BIN);
+        c.args(args)
+            .current_dir(self.dir.path())
+            .env_remove("SERVEBENCH_API_KEY")
+            .env_remove("RUST_LOG")
+            .env("XDG_CACHE_HOME", self.path("cache"))
+            .env("HOME", self.dir.path())
+            .env("RUST_BACKTRACE", "1")
+            .env("NO_COLOR", "1")
+            .stdin(Stdio::null())
+            .stdout(Stdio::piped())
+            .stderr(Stdio::piped());
+        c
+    }
+
+    fn spawn(&self, args: &[&str], env: &[(&str, &str)]) -> Child {
+        let mut c = self.command(args);
+        for (k, v) in env {
+            c.env(k, v);
+        }
+        c.spawn().expect("spawn servebench")
+    }
+
+    fn run_env(&self, args: &[&str], env: &[(&str, &str)], timeout: Duration) -> Out {
+        let mut child = self.spawn(args, env);
+        let out = drain(child.stdout.take().expect("stdout"), None);
+        let err = drain(child.stderr.take().expect("stderr"), None);
+        wait(child, out, err, timeout)
+    }
+
+    fn run(&self, args: &[&str]) -> Out {
+        self.run_env(args, &[], RUN_TIMEOUT)
+    }
+
+    /// `servebench run --url URL <SHORT> -o results.json <extra>`.
+    fn bench_env(&self, url: &str, extra: &[&str], env: &[(&str, &str)]) -> Out {
+        let output = self.output();
+        let mut args: Vec<&str> = vec!["run", "--url", url];
+        args.extend_from_slice(SHORT);
+        args.extend_from_slice(&["-o", output.to_str().expect("utf-8 path")]);
+        args.extend_from_slice(extra);
+        self.run_env(&args, env, RUN_TIMEOUT)
+    }
+
+    fn bench(&self, url: &str, extra: &[&str]) -> Out {
+        self.bench_env(url, extra, &[])
+    }
+
+    /// The results JSON of the last run, checked against the schema.
+    fn results(&self) -> Value {
+        read_valid_results(&self.output())
+    }
+}
+
+fn read_valid_results(path: &Path) -> Value {
+    let text = std::fs::read_to_string(path)
+        .unwrap_or_else(|e| panic!("results file {} not written: {e}", path.display()));
+    let v: Value = serde_json::from_str(&text).expect("results file is JSON");
+    assert_schema_valid(&v);
+    v
+}
+
+#[track_caller]
+fn assert_schema_valid(v: &Value) {
+    let schema: Value =
+        serde_json::from_str(servebench_results::SCHEMA_JSON).expect("schema is JSON");
+    let validator = jsonschema::validator_for(&schema).expect("schema compiles");
+    let errors: Vec<String> = validator
+        .iter_errors(v)
+        .map(|e| format!("{e} at {}", e.instance_path()))
+        .collect();
+    assert!(
+        errors.is_empty(),
+        "results violate the schema:\n{}",
+        errors.join("\n")
+    );
+}
+
+fn cells(v: &Value) -> &Vec<Value> {
+    v["results"].as_array().expect("results[] array")
+}
+
+/// The cell at (C, context).
+#[track_caller]
+fn cell(v: &Value, c: u64, ctx: u64) -> &Value {
+    cells(v)
+        .iter()
+        .find(|r| r["concurrency"] == c && r["context_tokens"] == ctx)
+        .unwrap_or_else(|| panic!("no cell C={c} ctx={ctx} in {:#}", v["results"]))
+}
+
+fn status(cell: &Value) -> &str {
+    cell["status"].as_str().expect("status string")
+}
+
+fn reason(cell: &Value) -> &str {
+    cell["status_reason"].as_str().unwrap_or("")
+}
+
+#[track_caller]
+fn assert_ok_cell(v: &Value, c: u64, ctx: u64) {
+    let r = cell(v, c, ctx);
+    assert_eq!(status(r), "ok", "C={c} ctx={ctx}: {r:#}");
+    let tps = r["aggregate_tps"].as_f64().expect("aggregate_tps");
+    assert!(tps > 0.0, "C={c} ctx={ctx}: aggregate_tps {tps}");
+}
+
+// ------------------------------------------------------------------------------------------
+// 1. Flags
+
+#[test]
+fn invalid_flags_fail_with_one_clear_line() {
+    let b = Bench::new();
+    let url = "http://127.0.0.1:1";
+
+    let out = b.run_env(&["run", "--bogus"], &[], QUICK_TIMEOUT);
+    out.usage_error(&["--bogus"]);
+
+    let out = b.run_env(
+        &["run", "--url", url, "--concurrency", "0"],
+        &[],
+        QUICK_TIMEOUT,
+    );
+    out.runtime_error(1, &["--concurrency", "≥ 1"]);
+
+    let out = b.run_env(
+        &["run", "--url", url, "--contexts", "abc"],
+        &[],
+        QUICK_TIMEOUT,
+    );
+    out.runtime_error(1, &["--contexts", "abc"]);
+
+    let out = b.run_env(&["run", "--url", url, "--duration=-1"], &[], QUICK_TIMEOUT);
+    out.runtime_error(1, &["--duration", "-1"]);
+
+    let out = b.run_env(
+        &["run", "--url", url, "--duration", "0"],
+        &[],
+        QUICK_TIMEOUT,
+    );
+    out.runtime_error(1, &["--duration"]);
+
+    let out = b.run_env(&["run", "--url", "ftp://x"], &[], QUICK_TIMEOUT);
+    out.runtime_error(1, &["ftp://x", "http://"]);
+
+    // None of them got as far as writing results.
+    assert!(!b.path("benchmark_results.json").exists());
+}
+
+/// `--duration -1` (space-separated) is read by clap as an unknown flag `-1`: the user gets
+/// "unexpected argument '-1' found" instead of the range check.
+#[test]
+fn negative_duration_names_the_flag() {
+    let b = Bench::new();
+    let out = b.run_env(
+        &["run", "--url", "http://127.0.0.1:1", "--duration", "-1"],
+        &[],
+        QUICK_TIMEOUT,
+    );
+    out.runtime_error(1, &["--duration", "-1"]);
+}
+
+#[test]
+fn negative_duration_is_rejected() {
+    // Whatever the wording (see `negative_duration_names_the_flag`), it fails cleanly.
+    let b = Bench::new();
+    let out = b.run_env(
+        &["run", "--url", "http://127.0.0.1:1", "--duration", "-1"],
+        &[],
+        QUICK_TIMEOUT,
+    );
+    out.usage_error(&["-1"]);
+}
+
+// ------------------------------------------------------------------------------------------
+// 2–4. Startup failures
+
+#[test]
+fn unreachable_server() {
+    let b = Bench::new();
+    let out = b.bench(
+        "http://127.0.0.1:1",
+        &["--concurrency", "1", "--contexts", "0"],
+    );
+    out.runtime_error(1, &["cannot reach", "127.0.0.1:1"]);
+    assert!(
+        !b.output().exists(),
+        "no results for a run that never started"
+    );
+}
+
+#[test]
+fn api_key_missing_wrong_and_right() {
+    const KEY: &str = "sb-test-secret-7f3a";
+    let s = sim(SimConfig {
+        api_key: Some(KEY.into()),
+        ..Default::default()
+    });
+    let url = s.base_url();
+    let b = Bench::new();
+    let small = ["--concurrency", "1", "--contexts", "0"];
+
+    let out = b.bench(&url, &small);
+    out.runtime_error(1, &["401", "--api-key"]);
+
+    let mut args = small.to_vec();
+    args.extend(["--api-key", "wrong"]);
+    let out = b.bench(&url, &args);
+    let line = out.runtime_error(1, &["rejected", "401"]);
+    assert!(!line.contains("--api-key wrong"), "{line}");
+
+    let mut args = small.to_vec();
+    args.extend(["--api-key", KEY]);
+    b.bench(&url, &args).expect_code(0);
+    let v = b.results();
+    assert_ok_cell(&v, 1, 0);
+    let text = std::fs::read_to_string(b.output()).unwrap();
+    assert!(!text.contains(KEY), "the API key leaked into the results");
+    std::fs::remove_file(b.output()).unwrap();
+
+    let out = b.bench_env(&url, &small, &[("SERVEBENCH_API_KEY", KEY)]);
+    out.expect_code(0);
+    assert!(!out.stdout.contains(KEY) && !out.stderr.contains(KEY));
+    assert_ok_cell(&b.results(), 1, 0);
+}
+
+#[test]
+fn unknown_model_lists_available_models() {
+    let s = default_sim();
+    let b = Bench::new();
+    let out = b.bench(
+        &s.base_url(),
+        &["--model", "nope", "--concurrency", "1", "--contexts", "0"],
+    );
+    out.runtime_error(1, &["\"nope\"", "available", "servebench-sim"]);
+    assert!(!b.output().exists());
+}
+
+/// Runs one tiny cell against the embedded simulator with `-o` pointing at a directory.
+fn run_with_output_dir(b: &Bench) -> Out {
+    let dir = b.path("outdir");
+    std::fs::create_dir_all(&dir).unwrap();
+    let mut args = vec!["run"];
+    args.extend_from_slice(SHORT);
+    args.extend_from_slice(&[
+        "--concurrency",
+        "1",
+        "--contexts",
+        "0",
+        "-o",
+        dir.to_str().unwrap(),
+    ]);
+    b.run(&args)
+}
+
+#[test]
+fn unwritable_output_still_prints_the_report() {
+    let b = Bench::new();
+    let out = run_with_output_dir(&b);
+    out.runtime_error(1, &["cannot write", "outdir"]);
+    // The measurements are not lost: the report is on stdout.
+    assert!(
+        out.stdout.contains("Aggregate decode tok/s"),
+        "no report on stdout:\n{}",
+        out.stdout
+    );
+    assert!(!out.stdout.contains("Results saved to"), "{}", out.stdout);
+}
+
+#[test]
+fn unwritable_output_leaves_no_temp_file() {
+    let b = Bench::new();
+    let out = run_with_output_dir(&b);
+    out.runtime_error(1, &["cannot write"]);
+    let leftovers: Vec<String> = std::fs::read_dir(b.dir.path())
+        .unwrap()
+        .filter_map(|e| e.ok())
+        .map(|e| e.file_name().to_string_lossy().into_owned())
+        .filter(|n| n.contains(".tmp"))
+        .collect();
+    assert!(leftovers.is_empty(), "temporary files left: {leftovers:?}");
+}
+
+// ------------------------------------------------------------------------------------------
+// 5. Failures during cells
+
+/// Runs C=1,2 at context 0 against `cfg` and checks: exit 3, a schema-valid file, at least one
+/// `invalid` cell whose reason carries `message`, and no cell in another failure state.
+/// Returns the results.
+fn assert_cells_invalid(cfg: SimConfig, message: &str) -> Value {
+    let s = sim(cfg);
+    let b = Bench::new();
+    let out = b.bench(&s.base_url(), &["--concurrency", "1,2", "--contexts", "0"]);
+    out.expect_code(3);
+    assert!(
+        out.stderr.contains("cells failed"),
+        "no failed-cells notice:\n{}",
+        out.stderr
+    );
+    // The report marks the cell and says why.
+    assert!(out.stdout.contains("INVALID"), "{}", out.stdout);
+    assert!(out.stdout.contains(message), "{}", out.stdout);
+    let v = b.results();
+    assert_eq!(cells(&v).len(), 2);
+    let invalid: Vec<&Value> = cells(&v)
+        .iter()
+        .filter(|c| status(c) == "invalid")
+        .collect();
+    assert!(!invalid.is_empty(), "no invalid cell: {:#}", v["results"]);
+    for c in &invalid {
+        assert!(
+            reason(c).contains(message),
+            "status_reason {:?} lacks the server's message {message:?}",
+            reason(c)
+        );
+        assert!(c["num_errors"].as_u64().unwrap_or(0) >= 1, "{c:#}");
+        assert!(
+            c["aggregate_tps"].is_null(),
+            "invalid cell has a tok/s: {c:#}"
+        );
+    }
+    for c in cells(&v) {
+        assert!(
+            matches!(status(c), "ok" | "invalid"),
+            "unexpected status: {c:#}"
+        );
+    }
+    // The summary only holds ok cells.
+    let ok = cells(&v).iter().filter(|c| status(c) == "ok").count();
+    let summarised: usize = v["summary_table"]
+        .as_object()
+        .map(|m| {
+            m.values()
+                .map(|r| r.as_object().map_or(0, |r| r.len()))
+                .sum()
+        })
+        .unwrap_or(0);
+    assert_eq!(ok, summarised);
+    v
+}
+
+#[test]
+fn http_500_during_cells_marks_them_invalid() {
+    // C=1 (64 tokens at 10 ms a step, ~1.5 s of cell) sends 3 requests; the 4th completion
+    // request, the first of C=2, gets the 500. So the first cell stays ok.
+    let v = assert_cells_invalid(
+        SimConfig {
+            fault_http_status: Some(500),
+            fault_every: 4,
+            ..Default::default()
+        },
+        "simulated fault (HTTP 500)",
+    );
+    assert_ok_cell(&v, 1, 0);
+    assert_eq!(status(cell(&v, 2, 0)), "invalid");
+    assert!(reason(cell(&v, 2, 0)).contains("HTTP 500"));
+}
+
+#[test]
+fn http_429_during_cells_marks_them_invalid() {
+    let _ = assert_cells_invalid(
+        SimConfig {
+            fault_http_status: Some(429),
+            fault_every: 3,
+            ..Default::default()
+        },
+        "simulated fault (HTTP 429)",
+    );
+}
+
+#[test]
+fn midstream_error_marks_cells_invalid() {
+    let _ = assert_cells_invalid(
+        SimConfig {
+            fault_midstream_every: 3,
+            ..Default::default()
+        },
+        "simulated failure",
+    );
+}
+
+// ------------------------------------------------------------------------------------------
+// 6. A normal run, its file, `validate` and `report`
+
+#[test]
+fn normal_run_writes_valid_results_and_report() {
+    let s = default_sim();
+    let b = Bench::new();
+    let out = b.bench(
+        &s.base_url(),
+        &["--concurrency", "1,2", "--contexts", "0,1k"],
+    );
+    out.expect_code(0);
+    assert!(
+        !out.stderr.lines().any(|l| l.starts_with("error:")),
+        "{}",
+        out.stderr
+    );
+    assert!(
+        out.stdout.contains("Aggregate decode tok/s"),
+        "no report on stdout:\n{}",
+        out.stdout
+    );
+
+    let v = b.results();
+    assert_eq!(v["schema_version"], servebench_results::SCHEMA_VERSION);
+    assert_eq!(v["metadata"]["tool"], "servebench");
+    assert_eq!(v["metadata"]["engine"], "servebench-sim");
+    assert_eq!(v["metadata"]["endpoint"], "chat");
+    assert_eq!(v["metadata"]["interrupted"], false);
+    assert_eq!(v["metadata"]["max_tokens"], 64);
+    assert_eq!(cells(&v).len(), 4);
+    for (c, ctx) in [(1, 0), (1, 1024), (2, 0), (2, 1024)] {
+        assert_ok_cell(&v, c, ctx);
+        let tps = cell(&v, c, ctx)["aggregate_tps"].as_f64().unwrap();
+        assert_eq!(
+            v["summary_table"][ctx.to_string()][c.to_string()].as_f64(),
+            Some(tps),
+            "summary_table[{ctx}][{c}]"
+        );
+    }
+    // Exact targeting through the simulator's /tokenize: every context cell gets its size.
+    assert_eq!(v["metadata"]["prompt_targeting"], "tokenize_exact");
+    for c in [1, 2] {
+        assert_eq!(
+            cell(&v, c, 1024)["prompt_tokens"],
+            1024,
+            "C={c} ctx=1k prompt_tokens"
+        );
+    }
+
+    let file = b.output();
+    let file = file.to_str().unwrap();
+    let out = b.run_env(&["validate", file], &[], QUICK_TIMEOUT);
+    out.expect_code(0);
+    assert!(out.stdout.contains("valid"), "{}", out.stdout);
+
+    // The same file with a value the schema forbids: one `error:` line, the problem named.
+    let mut bad = v.clone();
+    bad["results"][0]["concurrency"] = 0.into();
+    let bad_path = b.path("bad.json");
+    std::fs::write(&bad_path, serde_json::to_string(&bad).unwrap()).unwrap();
+    let out = b.run_env(
+        &["validate", bad_path.to_str().unwrap()],
+        &[],
+        QUICK_TIMEOUT,
+    );
+    out.runtime_error(1, &["bad.json", "violates the results schema", "1 problem"]);
+    assert!(
+        out.stderr.contains("/results/0/concurrency"),
+        "{}",
+        out.stderr
+    );
+
+    let out = b.run_env(&["report", file], &[], QUICK_TIMEOUT);
+    out.expect_code(0);
+    assert!(
+        out.stdout.contains("Aggregate decode tok/s"),
+        "{}",
+        out.stdout
+    );
+    assert!(out.stdout.contains("ctx \\ C"), "{}", out.stdout);
+    let matrix = out
+        .stdout
+        .split("Aggregate decode tok/s")
+        .nth(1)
+        .expect("matrix section");
+    let row_1k = matrix
+        .lines()
+        .find(|l| l.trim_start().starts_with("1k "))
+        .unwrap_or_else(|| panic!("no 1k row in the report:\n{}", out.stdout));
+    let tps = cell(&v, 2, 1024)["aggregate_tps"].as_f64().unwrap();
+    assert!(
+        row_1k.contains(&format!("{tps:.1}")),
+        "1k row lacks C=2's {tps:.1}: {row_1k}"
+    );
+}
+
+// ------------------------------------------------------------------------------------------
+// 7. Files of the old tool, and garbage
+
+fn data_file(name: &str) -> String {
+    let p = Path::new(env!("CARGO_MANIFEST_DIR"))
+        .join("../../tests/data/results")
+        .join(name);
+    assert!(p.exists(), "missing fixture {}", p.display());
+    p.to_str().unwrap().to_string()
+}
+
+#[test]
+fn validate_and_report_accept_old_tool_files() {
+    let b = Bench::new();
+    for (name, rows) in [
+        // JSON embedded in a saved web page.
+        (
+            "seed-000-llm-decode-bench-0.4.29.txt",
+            &["0 ", "16k ", "32k "][..],
+        ),
+        (
+            "llm-decode-bench-0.4.18-vllm-cpu-tiny.json",
+            &["0 ", "512 "][..],
+        ),
+    ] {
+        let f = data_file(name);
+        let out = b.run_env(&["validate", &f], &[], QUICK_TIMEOUT);
+        out.expect_code(0);
+        assert!(out.stdout.contains("valid"), "{name}: {}", out.stdout);
+
+        let out = b.run_env(&["report", &f], &[], QUICK_TIMEOUT);
+        out.expect_code(0);
+        assert!(
+            out.stdout.contains("Aggregate decode tok/s"),
+            "{name}: {}",
+            out.stdout
+        );
+        for row in rows {
+            assert!(
+                out.stdout.lines().any(|l| l.trim_start().starts_with(row)),
+                "{name}: no {row:?} row in\n{}",
+                out.stdout
+            );
+        }
+    }
+}
+
+#[test]
+fn garbage_files_fail_with_one_line() {
+    let b = Bench::new();
+    let garbage = b.path("garbage.txt");
+    std::fs::write(&garbage, "this is not JSON\n{ nor is this\n").unwrap();
+    let g = garbage.to_str().unwrap();
+    for cmd in ["validate", "report"] {
+        let out = b.run_env(&[cmd, g], &[], QUICK_TIMEOUT);
+        out.runtime_error(1, &["garbage.txt", "not a results JSON"]);
+    }
+
+    // JSON, but not a results file.
+    let wrong = b.path("wrong.json");
+    std::fs::write(&wrong, r#"{"metadata": 5, "results": "x"}"#).unwrap();
+    let w = wrong.to_str().unwrap();
+    for cmd in ["validate", "report"] {
+        let out = b.run_env(&[cmd, w], &[], QUICK_TIMEOUT);
+        out.runtime_error(1, &["wrong.json"]);
+    }
+
+    let missing = b.path("missing.json");
+    let out = b.run_env(&["validate", missing.to_str().unwrap()], &[], QUICK_TIMEOUT);
+    out.runtime_error(1, &["cannot read", "missing.json"]);
+}
+
+// ------------------------------------------------------------------------------------------
+// 8. Skipped cells
+
+#[test]
+fn cells_over_max_model_len_are_skipped_context() {
+    let s = sim(SimConfig {
+        max_model_len: 600,
+        ..Default::default()
+    });
+    let b = Bench::new();
+    let out = b.bench(&s.base_url(), &["--concurrency", "1", "--contexts", "0,1k"]);
+    out.expect_code(0);
+    let v = b.results();
+    assert_eq!(v["metadata"]["max_model_len"], 600);
+    assert_ok_cell(&v, 1, 0);
+    let skipped = cell(&v, 1, 1024);
+    assert_eq!(status(skipped), "skipped_context", "{skipped:#}");
+    for w in ["1024", "64", "600", "max_model_len"] {
+        assert!(reason(skipped).contains(w), "reason lacks {w}: {skipped:#}");
+    }
+    assert!(skipped["aggregate_tps"].is_null());
+    assert!(v["summary_table"].get("1024").is_none());
+}
+
+#[test]
+fn cells_over_kv_budget_are_skipped_capacity() {
+    let s = default_sim();
+    let b = Bench::new();
+    // C × (100 + 64): 164 fits in 500, 656 does not (deficit 156).
+    let out = b.bench(
+        &s.base_url(),
+        &[
+            "--concurrency",
+            "1,4",
+            "--contexts",
+            "100",
+            "--kv-budget",
+            "500",
+        ],
+    );
+    out.expect_code(0);
+    let v = b.results();
+    assert_eq!(v["metadata"]["max_total_tokens"], 500);
+    assert_ok_cell(&v, 1, 100);
+    let skipped = cell(&v, 4, 100);
+    assert_eq!(status(skipped), "skipped_capacity", "{skipped:#}");
+    assert_eq!(skipped["timeout_reason"], "156", "{skipped:#}");
+    assert_eq!(skipped["total_tokens"], 656, "{skipped:#}");
+    assert_eq!(skipped["capacity_limited"], true);
+    assert!(reason(skipped).contains("KV budget"), "{skipped:#}");
+    assert!(skipped["aggregate_tps"].is_null());
+}
+
+// ------------------------------------------------------------------------------------------
+// 9. Ctrl-C
+
+#[cfg(unix)]
+#[test]
+fn ctrl_c_writes_partial_results() {
+    let s = default_sim();
+    let b = Bench::new();
+    let output = b.output();
+    let url = s.base_url();
+    // Long enough that a cell which ignored the interrupt would show in the timing.
+    let mut args = vec!["run", "--url", url.as_str()];
+    args.extend(SHORT.chunks(2).filter(|f| f[0] != "--duration").flatten());
+    args.extend_from_slice(&[
+        "--duration",
+        "4",
+        "--concurrency",
+        "1,2,4",
+        "--contexts",
+        "0",
+        "-o",
+        output.to_str().unwrap(),
+    ]);
+    let mut child = b.spawn(&args, &[]);
+    let (tx, rx) = mpsc::channel();
+    let out = drain(child.stdout.take().unwrap(), None);
+    let err = drain(child.stderr.take().unwrap(), Some(tx));
+
+    // The first cell finishes; interrupt once the second one is measuring.
+    let deadline = Instant::now() + Duration::from_secs(30);
+    let mut seen = Vec::new();
+    loop {
+        let left = deadline.saturating_duration_since(Instant::now());
+        match rx.recv_timeout(left) {
+            Ok(line) => {
+                let measuring = line.contains(" ready C=2 ");
+                seen.push(line);
+                if measuring {
+                    break;
+                }
+            }
+            Err(_) => {
+                let _ = child.kill();
+                panic!("the second cell never became ready:\n{}", seen.join("\n"));
+            }
+        }
+    }
+    std::thread::sleep(Duration::from_millis(300));
+    let pid = child.id() as libc::pid_t;
+    // SAFETY: plain kill(2) on our own child's pid.
+    assert_eq!(unsafe { libc::kill(pid, libc::SIGINT) }, 0);
+    let t_int = Instant::now();
+    let out = wait(child, out, err, Duration::from_secs(30));
+    let took = t_int.elapsed();
+
+    out.expect_code(130);
+    assert!(out.stderr.contains("interrupted"), "{}", out.stderr);
+    // The running cell stops at once instead of finishing its 4 s window.
+    assert!(
+        took < Duration::from_millis(2500),
+        "exit took {took:?} after SIGINT"
+    );
+    let v = b.results();
+    assert_eq!(v["metadata"]["interrupted"], true);
+    assert_eq!(cells(&v).len(), 3, "every planned cell is present");
+    assert_ok_cell(&v, 1, 0);
+    assert!(v["summary_table"]["0"]["1"].is_number());
+    for c in [2, 4] {
+        let r = cell(&v, c, 0);
+        assert_eq!(status(r), "skipped_user", "{r:#}");
+        assert!(!reason(r).is_empty(), "{r:#}");
+        assert!(r["aggregate_tps"].is_null(), "{r:#}");
+    }
+    assert!(reason(cell(&v, 2, 0)).contains("while the cell was running"));
+    assert!(v["summary_table"]["0"].get("2").is_none());
+}
+
+// ------------------------------------------------------------------------------------------
+// 10. Endpoints and prompt targeting
+
+#[test]
+fn completions_endpoint() {
+    let s = default_sim();
+    let b = Bench::new();
+    let out = b.bench(
+        &s.base_url(),
+        &[
+            "--endpoint",
+            "completions",
+            "--concurrency",
+            "1",
+            "--contexts",
+            "0,1k",
+        ],
+    );
+    out.expect_code(0);
+    let v = b.results();
+    assert_eq!(v["metadata"]["endpoint"], "completions");
+    assert_eq!(v["metadata"]["prompt_targeting"], "tokenize_exact");
+    assert_ok_cell(&v, 1, 0);
+    assert_ok_cell(&v, 1, 1024);
+    assert_eq!(cell(&v, 1, 1024)["prompt_tokens"], 1024);
+}
+
+#[test]
+fn estimate_targeting_without_tokenize() {
+    let s = sim(SimConfig {
+        tokenize_endpoint: false,
+        ..Default::default()
+    });
+    let b = Bench::new();
+    let out = b.bench(
+        &s.base_url(),
+        &[
+            "--token-targeting",
+            "estimate",
+            "--no-calibration-cache",
+            "--concurrency",
+            "1",
+            "--contexts",
+            "0,1k",
+        ],
+    );
+    out.expect_code(0);
+    let v = b.results();
+    let targeting = v["metadata"]["prompt_targeting"].as_str().unwrap_or("");
+    assert!(
+        targeting.starts_with("calibrated"),
+        "prompt_targeting {targeting:?}"
+    );
+    assert!(v["metadata"]["chars_per_token"].as_f64().unwrap_or(0.0) > 0.0);
+    assert_ok_cell(&v, 1, 0);
+    assert_ok_cell(&v, 1, 1024);
+    let tokens = cell(&v, 1, 1024)["prompt_tokens"]
+        .as_u64()
+        .expect("prompt_tokens");
+    assert!(
+        (922..=1126).contains(&tokens),
+        "estimated 1k prompt is {tokens} tokens"
+    );
+    assert!(
+        !b.path("cache/servebench").exists(),
+        "--no-calibration-cache wrote a cache"
+    );
+}
+
+// ------------------------------------------------------------------------------------------
+// 11–12. The built-in simulator
+
+#[test]
+fn run_without_target_uses_embedded_simulator() {
+    let b = Bench::new();
+    let mut args = vec!["run"];
+    args.extend_from_slice(SHORT);
+    args.extend_from_slice(&["--concurrency", "1", "--contexts", "0"]);
+    let out = b.run(&args);
+    out.expect_code(0);
+    assert!(out.stderr.contains("built-in simulator"), "{}", out.stderr);
+    // Default output path, in the working directory.
+    let v = read_valid_results(&b.path("benchmark_results.json"));
+    assert_eq!(v["metadata"]["engine"], "servebench-sim");
+    assert_eq!(v["startup_diagnostics"]["args"]["embedded_simulator"], true);
+    assert_ok_cell(&v, 1, 0);
+}
+
+/// Finds `http://host:port` in a line.
+fn url_in(line: &str) -> Option<String> {
+    let start = line.find("http://")?;
+    let url: String = line[start..]
+        .chars()
+        .take_while(|c| !c.is_whitespace() && *c != ')' && *c != '"')
+        .collect();
+    Some(url)
+}
+
+#[cfg(unix)]
+#[test]
+fn sim_command_prints_the_bound_address() {
+    let b = Bench::new();
+    let mut child = b.spawn(&["sim", "--port", "0"], &[]);
+    let (tx, rx) = mpsc::channel();
+    let out = drain(child.stdout.take().unwrap(), None);
+    let err = drain(child.stderr.take().unwrap(), Some(tx));
+
+    let first = match rx.recv_timeout(Duration::from_secs(20)) {
+        Ok(l) => l,
+        Err(_) => {
+            let _ = child.kill();
+            panic!("servebench sim printed nothing");
+        }
+    };
+    let url = url_in(&first).unwrap_or_else(|| {
+        let _ = child.kill();
+        panic!("no URL in the first line: {first}")
+    });
+    let port: u16 = url
+        .rsplit(':')
+        .next()
+        .and_then(|p| p.parse().ok())
+        .unwrap_or(0);
+    if port == 0 {
+        let _ = child.kill();
+        panic!("servebench sim printed port 0 instead of the bound port: {first}");
+    }
+
+    let run = b.bench(&url, &["--concurrency", "1", "--contexts", "0"]);
+    let pid = child.id() as libc::pid_t;
+    // SAFETY: plain kill(2) on our own child's pid.
+    unsafe { libc::kill(pid, libc::SIGINT) };
+    let sim_out = wait(child, out, err, Duration::from_secs(10));
+
+    run.expect_code(0);
+    let v = b.results();
+    assert_eq!(v["metadata"]["engine"], "servebench-sim");
+    assert_ok_cell(&v, 1, 0);
+    sim_out.expect_code(0);
+}

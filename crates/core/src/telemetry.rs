@@ -1,0 +1,329 @@
+//! Server telemetry beside the runner: periodic `/metrics` scrapes for readiness and scheduler
+//! state, and per-window counter deltas for the server-side cell fields.
+//!
+//! Rules (issue "engine telemetry", seed spec §3.9 with its bugs fixed):
+//! * every number comes from the engine's own catalog entry ([`servebench_metrics::Catalog`]);
+//!   a failed scrape is *unknown*, never 0;
+//! * server tokens, throughput, speculative acceptance (rate = Δaccepted/Δdraft tokens, length =
+//!   1 + Δaccepted/Δdrafts), prefix-cache hit rate and preemptions are counter deltas between a
+//!   scrape at the window start and one at the window end, taken **before** the streams are cut;
+//! * scheduler state (running, queued, KV usage) is sampled about once a second inside the
+//!   window; averages, maxima and the queue fraction come from those samples.
+
+use std::sync::{Arc, Mutex};
+use std::time::{Duration, Instant};
+
+use tokio_util::sync::CancellationToken;
+
+use servebench_metrics::{window_stats, Concept, Engine, Scrape};
+use servebench_results::CellResult;
+
+use crate::probe::scrape_metrics;
+use crate::target::HttpClient;
+
+/// Scrape timeout.
+pub const SCRAPE_TIMEOUT: Duration = Duration::from_secs(5);
+
+/// One scrape's scheduler state.
+#[derive(Clone, Debug, PartialEq)]
+pub struct ServerSample {
+    /// When the scrape's answer arrived.
+    pub at: Instant,
+    /// Running requests (gauge).
+    pub running: Option<f64>,
+    /// Queued / waiting requests (gauge).
+    pub waiting: Option<f64>,
+    /// KV-cache usage 0–1 (gauge).
+    pub kv_usage: Option<f64>,
+    /// Generated tokens so far (counter), for "generating" checks.
+    pub generation_tokens: Option<f64>,
+}
+
+/// A scrape with its arrival time.
+#[derive(Clone, Debug)]
+pub struct TimedScrape {
+    /// Arrival time of the answer.
+    pub at: Instant,
+    /// Parsed exposition.
+    pub scrape: Scrape,
+}
+
+/// Telemetry for one server whose engine and metrics were identified at startup.
+#[derive(Clone, Debug)]
+pub struct Telemetry {
+    client: HttpClient,
+    engine: Engine,
+}
+
+impl Telemetry {
+    /// Telemetry through `client` for `engine` (only build it when metrics are available).
+    pub fn new(client: HttpClient, engine: Engine) -> Self {
+        Telemetry { client, engine }
+    }
+
+    /// The engine whose catalog is used.
+    pub fn engine(&self) -> Engine {
+        self.engine
+    }
+
+    /// One scrape; `None` when it failed (unknown, never zero).
+    pub async fn scrape(&self) -> Option<TimedScrape> {
+        let s = scrape_metrics(&self.client, SCRAPE_TIMEOUT).await.ok()?;
+        Some(TimedScrape {
+            at: Instant::now(),
+            scrape: s,
+        })
+    }
+
+    /// Scheduler state of a scrape.
+    pub fn sample_of(&self, t: &TimedScrape) -> ServerSample {
+        let c = |k| t.scrape.concept(self.engine, k);
+        ServerSample {
+            at: t.at,
+            running: c(Concept::Running),
+            waiting: c(Concept::Waiting),
+            kv_usage: c(Concept::KvUsage),
+            generation_tokens: c(Concept::GenerationTokens),
+        }
+    }
+}
+
+/// Background `/metrics` sampler: the latest sample (for readiness) and every sample taken until
+/// stopped (callers keep those inside their window).
+pub struct Sampler {
+    latest: Arc<Mutex<Option<ServerSample>>>,
+    task: tokio::task::JoinHandle<Vec<ServerSample>>,
+}
+
+impl Sampler {
+    /// Starts scraping every `every` until `stop` is cancelled.
+    pub fn spawn(t: Telemetry, every: Duration, stop: CancellationToken) -> Sampler {
+        let latest: Arc<Mutex<Option<ServerSample>>> = Arc::new(Mutex::new(None));
+        let l = latest.clone();
+        let task = tokio::spawn(async move {
+            let mut all = Vec::new();
+            loop {
+                let scraped = tokio::select! {
+                    biased;
+                    _ = stop.cancelled() => break,
+                    s = t.scrape() => s,
+                };
+                if let Some(ts) = scraped {
+                    let smp = t.sample_of(&ts);
+                    all.push(smp.clone());
+                    if let Ok(mut g) = l.lock() {
+                        *g = Some(smp);
+                    }
+                }
+                tokio::select! {
+                    _ = stop.cancelled() => break,
+                    _ = tokio::time::sleep(every) => {}
+                }
+            }
+            all
+        });
+        Sampler { latest, task }
+    }
+
+    /// The most recent successful sample.
+    pub fn latest(&self) -> Option<ServerSample> {
+        self.latest.lock().ok().and_then(|g| g.clone())
+    }
+
+    /// Waits for the sampler to stop (cancel its token first) and returns every sample.
+    pub async fn finish(self) -> Vec<ServerSample> {
+        self.task.await.unwrap_or_default()
+    }
+}
+
+/// Server-side readiness of a cell at one sample (seed §3.9 step 5).
+#[derive(Clone, Debug, PartialEq)]
+pub struct ServerReadiness {
+    /// All server conditions hold.
+    pub ready: bool,
+    /// `running_reqs=R/C, queue_reqs=Q` (the seed's `ready_reason` prefix).
+    pub reason: String,
+    /// First failing condition (`running_reqs=R/C`, `queue_reqs=Q`, `no_generation`), or empty.
+    pub failing: String,
+}
+
+/// Evaluates the server conditions: queue = 0, generating, and running ≥ C — or, for short
+/// generations (`max_tokens` ≤ 512) whose requests finish and restart between scrapes, at least C
+/// completed requests with an empty queue (the seed's "short request flow" rule).
+pub fn server_readiness(
+    s: &ServerSample,
+    c: u64,
+    generating: bool,
+    max_tokens: u64,
+    completed: u64,
+) -> ServerReadiness {
+    let running = s.running.unwrap_or(0.0);
+    let waiting = s.waiting.unwrap_or(0.0);
+    let reason = format!(
+        "running_reqs={}/{c}, queue_reqs={}",
+        running.round() as i64,
+        waiting.round() as i64
+    );
+    let full = running + 1e-9 >= c as f64;
+    let short_flow = max_tokens <= 512 && completed >= c && waiting <= 0.0 && generating;
+    let failing = if s.running.is_none() {
+        "metrics_unavailable".to_string()
+    } else if waiting > 0.0 {
+        format!("queue_reqs={}", waiting.round() as i64)
+    } else if !generating {
+        "no_generation".to_string()
+    } else if !(full || short_flow) {
+        format!("running_reqs={}/{c}", running.round() as i64)
+    } else {
+        String::new()
+    };
+    ServerReadiness {
+        ready: failing.is_empty(),
+        reason,
+        failing,
+    }
+}
+
+/// Fills the server-side fields of `cell` from the window's scrapes and samples.
+///
+/// * `start`/`end`: scrapes taken when the window opened and just before it closed;
+/// * `samples`: scheduler samples inside the window (the two edge scrapes included);
+/// * `client_tokens`: tokens the client credited to the window; `window_s`: its length.
+///
+/// Adds a warning when client and server token counts disagree by more than
+/// max(5 %, 2·C tokens) after scaling the server delta to the window length.
+#[allow(clippy::too_many_arguments)]
+pub fn apply_window(
+    cell: &mut CellResult,
+    engine: Engine,
+    start: Option<&TimedScrape>,
+    end: Option<&TimedScrape>,
+    samples: &[ServerSample],
+    c: u64,
+    client_tokens: u64,
+    window_s: f64,
+) {
+    if let (Some(a), Some(b)) = (start, end) {
+        let mut w = window_stats(&a.scrape, &b.scrape, engine);
+        if engine == Engine::LlamaCpp {
+            // llama-server adds to `tokens_predicted_total` only when a request leaves its slot,
+            // so a window delta counts whole finished requests, not the tokens generated inside
+            // the window: unusable for a window (null, not a wrong number).
+            w.generation_tokens = None;
+        }
+        let dt = b.at.saturating_duration_since(a.at).as_secs_f64();
+        if let Some(g) = w.generation_tokens {
+            cell.server_output_tokens = Some(g.round().max(0.0) as u64);
+            if dt > 0.0 {
+                cell.server_gen_throughput = Some(g / dt);
+            }
+            if dt > 0.0 && g > 0.0 && !w.any_reset {
+                let scaled = g * window_s / dt;
+                let diff = (client_tokens as f64 - scaled).abs();
+                let tol = (0.05 * scaled).max(2.0 * c as f64);
+                if diff > tol {
+                    cell.warnings.push(format!(
+                        "client counted {client_tokens} tokens in the window but the server generated {scaled:.0} \
+                         (Prometheus, scaled to the window): {:.1}% apart",
+                        100.0 * diff / scaled
+                    ));
+                }
+            }
+        }
+        cell.server_spec_accept_rate = w.spec_accept_rate;
+        cell.server_spec_accept_length = w.spec_accept_length;
+        cell.server_prefix_cache_hit_rate = w.prefix_cache_hit_rate;
+        cell.server_preemptions = w.preemptions.map(|p| p.round().max(0.0) as u64);
+        cell.server_counter_reset = Some(w.any_reset);
+        if w.any_reset {
+            cell.warnings.push("a server counter went down during the window (server restart?): server-side deltas are partial".into());
+        }
+        if let Some(p) = w.preemptions.filter(|&p| p > 0.0) {
+            cell.warnings.push(format!(
+                "the server preempted {p:.0} requests during the window (KV cache full)"
+            ));
+        }
+    }
+    let running: Vec<f64> = samples.iter().filter_map(|s| s.running).collect();
+    let waiting: Vec<f64> = samples.iter().filter_map(|s| s.waiting).collect();
+    let kv: Vec<f64> = samples.iter().filter_map(|s| s.kv_usage).collect();
+    let mean = |v: &[f64]| (!v.is_empty()).then(|| v.iter().sum::<f64>() / v.len() as f64);
+    let max = |v: &[f64]| {
+        v.iter()
+            .copied()
+            .fold(None, |m: Option<f64>, x| Some(m.map_or(x, |m| m.max(x))))
+    };
+    cell.server_samples = Some(samples.len() as u64);
+    cell.avg_running_reqs = mean(&running);
+    cell.max_running_reqs = max(&running);
+    cell.effective_concurrency = cell.avg_running_reqs.map(|a| (a * 10.0).round() / 10.0);
+    cell.avg_queue_reqs = mean(&waiting);
+    cell.max_queue_reqs = max(&waiting);
+    cell.queue_fraction = (!waiting.is_empty())
+        .then(|| waiting.iter().filter(|&&q| q > 0.0).count() as f64 / waiting.len() as f64);
+    cell.server_kv_usage_avg = mean(&kv);
+    cell.server_kv_usage_max = max(&kv);
+    cell.server_utilization = cell.server_kv_usage_avg;
+    let cf = c as f64;
+    let has_sched = cell.max_running_reqs.is_some_and(|m| m > 0.0)
+        || cell.max_queue_reqs.is_some_and(|m| m > 0.0);
+    if has_sched {
+        let avg = cell.avg_running_reqs.unwrap_or(0.0);
+        cell.underfilled = c > 1 && avg < 0.98 * cf;
+        cell.capacity_limited = cell.capacity_limited
+            || (c > 1 && cell.max_running_reqs.unwrap_or(0.0) < cf)
+            || (c > 1 && avg < 0.95 * cf)
+            || cell.avg_queue_reqs.unwrap_or(0.0) > 0.0
+            || cell.queue_fraction.unwrap_or(0.0) > 0.0;
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn sample(r: f64, q: f64) -> ServerSample {
+        ServerSample {
+            at: Instant::now(),
+            running: Some(r),
+            waiting: Some(q),
+            kv_usage: Some(0.5),
+            generation_tokens: Some(1.0),
+        }
+    }
+
+    #[test]
+    fn readiness_conditions() {
+        let ok = server_readiness(&sample(4.0, 0.0), 4, true, 2048, 0);
+        assert!(ok.ready);
+        assert_eq!(ok.reason, "running_reqs=4/4, queue_reqs=0");
+        let q = server_readiness(&sample(4.0, 2.0), 4, true, 2048, 0);
+        assert_eq!(q.failing, "queue_reqs=2");
+        let r = server_readiness(&sample(3.0, 0.0), 4, true, 2048, 0);
+        assert_eq!(r.failing, "running_reqs=3/4");
+        // short requests: C completed and an empty queue are enough
+        assert!(server_readiness(&sample(3.0, 0.0), 4, true, 256, 4).ready);
+        assert_eq!(
+            server_readiness(&sample(4.0, 0.0), 4, false, 2048, 0).failing,
+            "no_generation"
+        );
+    }
+
+    #[test]
+    fn window_fields_from_samples() {
+        let mut cell = CellResult::default();
+        let s = vec![
+            sample(4.0, 0.0),
+            sample(3.0, 1.0),
+            sample(4.0, 0.0),
+            sample(4.0, 0.0),
+        ];
+        apply_window(&mut cell, Engine::Vllm, None, None, &s, 4, 100, 1.0);
+        assert_eq!(cell.avg_running_reqs, Some(3.75));
+        assert_eq!(cell.max_running_reqs, Some(4.0));
+        assert_eq!(cell.effective_concurrency, Some(3.8));
+        assert_eq!(cell.queue_fraction, Some(0.25));
+        assert!(cell.underfilled);
+        assert!(cell.capacity_limited);
+    }
+}
