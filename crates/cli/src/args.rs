@@ -25,7 +25,7 @@ pub enum Command {
     /// Run the sustained-decode matrix against a server (or the built-in simulator when no target is given).
     Run(Box<RunArgs>),
     /// Serve the built-in OpenAI-compatible simulator (continuous batching model) until Ctrl-C.
-    Sim(SimConfig),
+    Sim(Box<SimConfig>),
     /// Print the text report of a results JSON file (servebench's or llm_decode_bench.py's).
     Report(FileArgs),
     /// Check a results JSON file against servebench's JSON Schema.

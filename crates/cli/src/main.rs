@@ -47,7 +47,7 @@ fn main() -> ExitCode {
     let result = rt.block_on(async move {
         match cli.command {
             Command::Run(a) => cmd_run(*a).await,
-            Command::Sim(a) => cmd_sim(a).await,
+            Command::Sim(a) => cmd_sim(*a).await,
             Command::Report(a) => cmd_report(a),
             Command::Validate(a) => cmd_validate(a),
             Command::Selftest(a) => selftest::run(a).await.map(|()| ExitCode::SUCCESS),

@@ -37,6 +37,81 @@ pub struct SelftestArgs {
     /// Simulator decode step, ms (sets the event rate: C / step events per second).
     #[arg(long, default_value_t = 60.0)]
     pub decode_base_ms: f64,
+    /// Also measure the transport floor: the same streams read by a client that only reads the
+    /// HTTP bodies (no SSE framing, decoding or accounting), for comparison.
+    #[arg(long)]
+    pub baseline: bool,
+}
+
+/// CPU per SSE event of a client that reads the same streams through servebench's HTTP/1.1
+/// transport and throws the bytes away: the floor set by the kernel and the async runtime.
+async fn transport_floor(
+    client: &HttpClient,
+    body: bytes::Bytes,
+    c: u64,
+    secs: f64,
+) -> anyhow::Result<(f64, f64)> {
+    use std::sync::atomic::{AtomicU64, Ordering};
+    let ep = client
+        .h1_endpoint()
+        .context("plain-HTTP target expected")?
+        .clone();
+    let bytes_read = Arc::new(AtomicU64::new(0));
+    let stop = CancellationToken::new();
+    let mut tasks = Vec::new();
+    for _ in 0..c {
+        let (ep, body, stop, bytes_read) =
+            (ep.clone(), body.clone(), stop.clone(), bytes_read.clone());
+        tasks.push(tokio::spawn(async move {
+            let mut buf = Vec::with_capacity(16 * 1024);
+            while !stop.is_cancelled() {
+                let Ok(conn) = servebench_core::h1::H1Conn::connect(&ep).await else {
+                    return;
+                };
+                let Ok((mut s, _)) =
+                    servebench_core::h1::start(&ep, conn, Endpoint::Chat.path(), &body, false)
+                        .await
+                else {
+                    return;
+                };
+                loop {
+                    buf.clear();
+                    let r = tokio::select! {
+                        _ = stop.cancelled() => return,
+                        r = s.next(&mut buf) => r,
+                    };
+                    match r {
+                        Ok(Some(_)) => {
+                            bytes_read.fetch_add(buf.len() as u64, Ordering::Relaxed);
+                        }
+                        _ => break,
+                    }
+                }
+            }
+        }));
+    }
+    // Let every stream get going, then measure.
+    tokio::time::sleep(Duration::from_secs(3)).await;
+    let (b0, cpu0, t0) = (
+        bytes_read.load(Ordering::Relaxed),
+        process_cpu_seconds(),
+        Instant::now(),
+    );
+    tokio::time::sleep(Duration::from_secs_f64(secs)).await;
+    let (b1, cpu1, dt) = (
+        bytes_read.load(Ordering::Relaxed),
+        process_cpu_seconds(),
+        t0.elapsed().as_secs_f64(),
+    );
+    stop.cancel();
+    for t in tasks {
+        let _ = t.await;
+    }
+    let cpu = cpu1
+        .zip(cpu0)
+        .map(|(b, a)| (b - a) / dt)
+        .unwrap_or(f64::NAN);
+    Ok((cpu, (b1 - b0) as f64 / dt))
 }
 
 struct SimChild(Child);
@@ -202,6 +277,19 @@ pub async fn run(a: SelftestArgs) -> anyhow::Result<()> {
         r.client_max_tick_lag_ms.unwrap_or(0.0)
     );
     println!("  requests in window           {}", r.request_count);
+    if a.baseline {
+        // The simulator emits C events per decode step whoever reads them, so the event rate of
+        // the measured cell applies to the floor run too.
+        let body = streaming_payload(&opts, &input);
+        let (cpu_floor, bytes_s) =
+            transport_floor(&client, body, a.concurrency, a.duration.min(15.0)).await?;
+        println!(
+            "  transport floor (read only)  {:.1} % of one core, {:.2} MB/s ≈ {:.1} µs per event",
+            cpu_floor * 100.0,
+            bytes_s / 1e6,
+            cpu_floor * 1e6 / events_in_window.max(1.0)
+        );
+    }
     if let (Some(first), Some(last)) = (rss.first(), rss.last()) {
         let max = rss.iter().map(|s| s.1).max().unwrap_or(0);
         println!(

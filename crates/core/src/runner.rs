@@ -556,7 +556,7 @@ pub async fn run(
             while !cancel.is_cancelled() && (r == 0 || t0.elapsed() < cfg.prefill.duration) {
                 r += 1;
                 match rc
-                    .prefill_sample(x, &format!("[BENCH_{}_CTX_{x}_R{r}]", rc.run_id))
+                    .prefill_sample(x, &format!("[BENCH_{}_CTX_{x}_R{r:04}]", rc.run_id))
                     .await
                 {
                     Ok(s) => samples.push(s),
@@ -576,7 +576,7 @@ pub async fn run(
             let warm = match samples.last() {
                 Some(_) => {
                     let w = rc
-                        .prefill_sample(x, &format!("[BENCH_{}_CTX_{x}_R{r}]", rc.run_id))
+                        .prefill_sample(x, &format!("[BENCH_{}_CTX_{x}_R{r:04}]", rc.run_id))
                         .await;
                     warm_row(w.as_ref())
                 }

@@ -37,6 +37,10 @@ pub struct ServerSample {
     pub kv_usage: Option<f64>,
     /// Generated tokens so far (counter), for "generating" checks.
     pub generation_tokens: Option<f64>,
+    /// Speculative acceptance rate gauge (engines without draft counters: SGLang).
+    pub spec_accept_rate: Option<f64>,
+    /// Speculative acceptance length gauge (SGLang; 0 when speculative decoding is off).
+    pub spec_accept_length: Option<f64>,
 }
 
 /// A scrape with its arrival time.
@@ -84,6 +88,8 @@ impl Telemetry {
             waiting: c(Concept::Waiting),
             kv_usage: c(Concept::KvUsage),
             generation_tokens: c(Concept::GenerationTokens),
+            spec_accept_rate: c(Concept::SpecAcceptRateGauge),
+            spec_accept_length: c(Concept::SpecAcceptLengthGauge),
         }
     }
 }
@@ -248,6 +254,19 @@ pub fn apply_window(
     let waiting: Vec<f64> = samples.iter().filter_map(|s| s.waiting).collect();
     let kv: Vec<f64> = samples.iter().filter_map(|s| s.kv_usage).collect();
     let mean = |v: &[f64]| (!v.is_empty()).then(|| v.iter().sum::<f64>() / v.len() as f64);
+    if cell.server_spec_accept_rate.is_none() && cell.server_spec_accept_length.is_none() {
+        // No draft counters (SGLang exports acceptance only as gauges over its recent decode
+        // batches): the mean of the window's samples. A length below 1 (SGLang reports 0 when
+        // speculative decoding is off) means no speculative decoding.
+        let spec: Vec<&ServerSample> = samples
+            .iter()
+            .filter(|s| s.spec_accept_length.is_some_and(|l| l >= 1.0))
+            .collect();
+        let len: Vec<f64> = spec.iter().filter_map(|s| s.spec_accept_length).collect();
+        let rate: Vec<f64> = spec.iter().filter_map(|s| s.spec_accept_rate).collect();
+        cell.server_spec_accept_length = mean(&len);
+        cell.server_spec_accept_rate = mean(&rate);
+    }
     let max = |v: &[f64]| {
         v.iter()
             .copied()
@@ -289,6 +308,8 @@ mod tests {
             waiting: Some(q),
             kv_usage: Some(0.5),
             generation_tokens: Some(1.0),
+            spec_accept_rate: None,
+            spec_accept_length: None,
         }
     }
 
@@ -307,6 +328,34 @@ mod tests {
             server_readiness(&sample(4.0, 0.0), 4, false, 2048, 0).failing,
             "no_generation"
         );
+    }
+
+    #[test]
+    fn spec_gauges_when_there_are_no_draft_counters() {
+        let mut cell = CellResult::default();
+        let g = |len: f64, rate: f64| ServerSample {
+            spec_accept_length: Some(len),
+            spec_accept_rate: Some(rate),
+            ..sample(4.0, 0.0)
+        };
+        let s = vec![g(2.4, 0.46), g(2.6, 0.54)];
+        apply_window(&mut cell, Engine::Sglang, None, None, &s, 4, 100, 1.0);
+        assert!((cell.server_spec_accept_length.unwrap() - 2.5).abs() < 1e-12);
+        assert!((cell.server_spec_accept_rate.unwrap() - 0.5).abs() < 1e-12);
+        // SGLang reports length 0 with speculative decoding off: nothing to report.
+        let mut off = CellResult::default();
+        apply_window(
+            &mut off,
+            Engine::Sglang,
+            None,
+            None,
+            &[g(0.0, 0.0)],
+            4,
+            100,
+            1.0,
+        );
+        assert_eq!(off.server_spec_accept_length, None);
+        assert_eq!(off.server_spec_accept_rate, None);
     }
 
     #[test]

@@ -44,6 +44,9 @@ impl Personality {
 /// vLLM's default KV-cache block size in tokens (`--block-size`).
 pub const DEFAULT_BLOCK_SIZE: u64 = 16;
 
+/// Salt of the per-request stop-length draw (keeps it independent of the speculative draws).
+const EOS_SALT: u64 = 0x656f_735f_6166_7465;
+
 /// Largest accepted `--spec-tokens` (draft tokens per step).
 pub const MAX_SPEC_TOKENS: u32 = 64;
 
@@ -128,6 +131,42 @@ pub struct SimConfig {
     /// sent `ignore_eos: true`. Default: unset (requests run to max_tokens).
     #[arg(long)]
     pub eos_after: Option<u64>,
+
+    /// Per-request stop lengths: with `--eos-after-min A --eos-after-max B` request number `n`
+    /// stops after `A + mix(seed, n) mod (B − A + 1)` generated tokens (a deterministic, uniform
+    /// draw in `A..=B`) with finish_reason `stop`, unless it sent `ignore_eos: true` or reaches
+    /// max_tokens first (`length`). [`RequestTruth::eos_after`](crate::RequestTruth) records the
+    /// draw. Not combinable with `--eos-after`. Default: unset.
+    #[arg(long, requires = "eos_after_max", conflicts_with = "eos_after")]
+    pub eos_after_min: Option<u64>,
+
+    /// Upper end (tokens, inclusive) of the `--eos-after-min` range. Default: unset.
+    #[arg(long, requires = "eos_after_min", conflicts_with = "eos_after")]
+    pub eos_after_max: Option<u64>,
+
+    /// Answer with a known correct value: the content of every request ends with the line
+    /// `Final answer: <value>` in its last two tokens (placed at the request's natural end: its
+    /// EOS point, or max_tokens without one; a request cut by max_tokens before that point never
+    /// states an answer). A fraction `--answer-accuracy` of requests give this text, the others a
+    /// wrong value ([`SimConfig::wrong_answer`]). With a reasoning phase the reasoning always ends
+    /// with `So the answer is <this text>.` — so a scorer that reads the reasoning is caught.
+    /// The truth records what each request stated ([`RequestTruth::answer`](crate::RequestTruth)).
+    /// Must be one non-empty line. Default: unset (plain filler text).
+    #[arg(long)]
+    pub answer: Option<String>,
+
+    /// Fraction (0..=1) of requests whose final answer line is correct. Deterministic per
+    /// request number `n`: request `n` is correct when `⌈n·P⌉ > ⌈(n−1)·P⌉`, so any run of
+    /// consecutive requests holds the fraction to within one request. Default `1.0`.
+    #[arg(long, default_value_t = 1.0)]
+    pub answer_accuracy: f64,
+
+    /// Stream the reasoning phase (`--reasoning-tokens`) inline in `delta.content`, wrapped in
+    /// `<think>` … `</think>` (its first and last reasoning tokens), as servers without a
+    /// reasoning parser do, instead of `delta.reasoning_content`. Needs `--reasoning-tokens` 0
+    /// or ≥ 2. Default off.
+    #[arg(long)]
+    pub reasoning_inline: bool,
 
     /// Require `Authorization: Bearer <KEY>` on every endpoint except `/health`. Default: unset.
     /// Serialized as `"<redacted>"`.
@@ -227,6 +266,11 @@ impl Default for SimConfig {
             tokenize_endpoint: true,
             prefix_cache: true,
             eos_after: None,
+            eos_after_min: None,
+            eos_after_max: None,
+            answer: None,
+            answer_accuracy: 1.0,
+            reasoning_inline: false,
             api_key: None,
             fault_http_status: None,
             fault_every: 0,
@@ -296,6 +340,36 @@ impl SimConfig {
             "spec_tokens and tokens_per_chunk > 1 are two ways to put several tokens in one \
              event; use one of them"
         );
+        match (self.eos_after_min, self.eos_after_max) {
+            (None, None) => {}
+            (Some(lo), Some(hi)) => {
+                anyhow::ensure!(
+                    self.eos_after.is_none(),
+                    "eos_after and eos_after_min/eos_after_max are two ways to set the stop \
+                     length; use one of them"
+                );
+                anyhow::ensure!(
+                    lo >= 1 && lo <= hi,
+                    "eos_after_min must be >= 1 and <= eos_after_max, got {lo}..={hi}"
+                );
+            }
+            _ => anyhow::bail!("eos_after_min and eos_after_max must be given together"),
+        }
+        if let Some(a) = &self.answer {
+            anyhow::ensure!(
+                !a.trim().is_empty() && !a.contains(['\n', '\r']),
+                "answer must be one non-empty line, got {a:?}"
+            );
+        }
+        anyhow::ensure!(
+            self.answer_accuracy.is_finite() && (0.0..=1.0).contains(&self.answer_accuracy),
+            "answer_accuracy must be a fraction in 0..=1, got {}",
+            self.answer_accuracy
+        );
+        anyhow::ensure!(
+            !self.reasoning_inline || self.reasoning_tokens == 0 || self.reasoning_tokens >= 2,
+            "reasoning_inline needs reasoning_tokens 0 or >= 2 (the <think> and </think> tokens)"
+        );
         if let Some(status) = self.fault_http_status {
             anyhow::ensure!(
                 (100..=599).contains(&status),
@@ -332,6 +406,47 @@ impl SimConfig {
     /// Blocks held by a sequence of `tokens` tokens: `ceil(tokens / block_size)`.
     pub fn blocks_for(&self, tokens: u64) -> u64 {
         tokens.div_ceil(self.block_size)
+    }
+
+    /// Where request number `seq` stops on its own (generated tokens), if anywhere: `eos_after`,
+    /// or the deterministic draw from `eos_after_min..=eos_after_max`; `None` when neither is
+    /// set. Requests that send `ignore_eos: true` ignore it.
+    pub fn eos_after_for(&self, seq: u64) -> Option<u64> {
+        match (self.eos_after_min, self.eos_after_max) {
+            (Some(lo), Some(hi)) if hi >= lo => {
+                let span = hi - lo + 1;
+                Some(
+                    lo + crate::engine::mix64(crate::engine::mix64(self.seed ^ EOS_SALT) ^ seq)
+                        % span,
+                )
+            }
+            _ => self.eos_after.map(|e| e.max(1)),
+        }
+    }
+
+    /// Whether request number `seq` (from 1) states the correct answer (see
+    /// [`SimConfig::answer_accuracy`]): `⌈seq·P⌉ > ⌈(seq−1)·P⌉`, computed exactly with P in
+    /// parts per million, so requests `1..=n` hold exactly `⌈n·P⌉` correct ones (request 1 is
+    /// correct whenever P > 0).
+    pub fn answer_correct_for(&self, seq: u64) -> bool {
+        const PPM: u128 = 1_000_000;
+        let p = (self.answer_accuracy.clamp(0.0, 1.0) * PPM as f64).round() as u128;
+        let ceil = |n: u64| (u128::from(n) * p).div_ceil(PPM);
+        ceil(seq) > ceil(seq.saturating_sub(1))
+    }
+
+    /// The value wrong requests state instead of `answer`: the integer plus one when `answer` is
+    /// an integer, else `unknown` (or `none` when `answer` contains "unknown").
+    pub fn wrong_answer(&self) -> String {
+        let a = self.answer.as_deref().unwrap_or_default().trim();
+        if let Ok(n) = a.parse::<i64>() {
+            return n.wrapping_add(1).to_string();
+        }
+        if a.to_lowercase().contains("unknown") {
+            "none".to_string()
+        } else {
+            "unknown".to_string()
+        }
     }
 
     /// Nominal prefill time in milliseconds for `tokens` uncached prompt tokens.
@@ -390,6 +505,90 @@ mod tests {
         assert_eq!((c.fault_every, c.tokens_per_chunk, c.port), (3, 4, 0));
         let json = serde_json::to_value(&c).expect("serialize");
         assert_eq!(json["api_key"], "<redacted>");
+    }
+
+    #[test]
+    fn answer_and_stop_length_flags() {
+        let cli = Cli::try_parse_from([
+            "x",
+            "--eos-after-min",
+            "10",
+            "--eos-after-max",
+            "20",
+            "--answer",
+            "Estonia",
+            "--answer-accuracy",
+            "0.25",
+            "--reasoning-tokens",
+            "8",
+            "--reasoning-inline",
+        ])
+        .expect("parse");
+        let c = cli.sim;
+        c.validate().expect("valid");
+        assert_eq!((c.eos_after_min, c.eos_after_max), (Some(10), Some(20)));
+        assert!(c.reasoning_inline);
+        let draws: Vec<u64> = (1..=200).map(|s| c.eos_after_for(s).unwrap()).collect();
+        assert!(draws.iter().all(|d| (10..=20).contains(d)));
+        assert_eq!(c.eos_after_for(7), c.eos_after_for(7));
+        let distinct: std::collections::BTreeSet<_> = draws.iter().collect();
+        assert_eq!(distinct.len(), 11, "every length in the range is drawn");
+        // Exactly a quarter of every 4 consecutive requests is correct.
+        let correct = (1..=100).filter(|&s| c.answer_correct_for(s)).count();
+        assert_eq!(correct, 25);
+        assert_eq!(c.wrong_answer(), "unknown");
+        let n = SimConfig {
+            answer: Some("41".into()),
+            ..SimConfig::default()
+        };
+        assert_eq!(n.wrong_answer(), "42");
+        assert!((1..50).all(|s| n.answer_correct_for(s)));
+        assert_eq!(n.eos_after_for(3), None);
+        assert!(Cli::try_parse_from(["x", "--eos-after-min", "3"]).is_err());
+        assert!(Cli::try_parse_from([
+            "x",
+            "--eos-after",
+            "3",
+            "--eos-after-min",
+            "1",
+            "--eos-after-max",
+            "2"
+        ])
+        .is_err());
+    }
+
+    #[test]
+    fn validate_rejects_bad_answers() {
+        for bad in [
+            SimConfig {
+                eos_after_min: Some(5),
+                eos_after_max: Some(4),
+                ..SimConfig::default()
+            },
+            SimConfig {
+                eos_after_min: Some(5),
+                ..SimConfig::default()
+            },
+            SimConfig {
+                answer: Some("two\nlines".into()),
+                ..SimConfig::default()
+            },
+            SimConfig {
+                answer: Some(" ".into()),
+                ..SimConfig::default()
+            },
+            SimConfig {
+                answer_accuracy: 1.5,
+                ..SimConfig::default()
+            },
+            SimConfig {
+                reasoning_tokens: 1,
+                reasoning_inline: true,
+                ..SimConfig::default()
+            },
+        ] {
+            assert!(bad.validate().is_err(), "{bad:?}");
+        }
     }
 
     #[test]

@@ -9,7 +9,7 @@ use bytes::Bytes;
 use tokio::sync::{mpsc, oneshot};
 
 use crate::config::Personality;
-use crate::format::{self, Dialect, Endpoint, Frame, Timings, TokenEvent, UnaryResponse};
+use crate::format::{self, Dialect, Endpoint, Frame, Script, Timings, TokenEvent, UnaryResponse};
 use crate::metrics::SlotView;
 use crate::prefix_cache::{PrefixCache, PREFIX_CACHE_BLOCKS};
 use crate::stats::StatsCounters as S;
@@ -72,7 +72,11 @@ struct Active {
     generated: u64,
     /// Tokens after which the request ends (max_tokens, or the simulated EOS).
     limit: u64,
-    reasoning_tokens: u64,
+    /// Text and reasoning split of every token.
+    script: format::Script,
+    /// The answer plan: (token at which the `Final answer:` line is complete, stated value,
+    /// value is correct). `None` without `--answer` or when the line does not fit.
+    answer: Option<(u64, String, bool)>,
     reasoning: String,
     content: String,
     /// The client went away.
@@ -107,7 +111,7 @@ impl Active {
 }
 
 /// splitmix64 finaliser.
-fn mix64(mut x: u64) -> u64 {
+pub(crate) fn mix64(mut x: u64) -> u64 {
     x = x.wrapping_add(0x9e37_79b9_7f4a_7c15);
     x = (x ^ (x >> 30)).wrapping_mul(0xbf58_476d_1ce4_e5b9);
     x = (x ^ (x >> 27)).wrapping_mul(0x94d0_49bb_1331_11eb);
@@ -240,6 +244,11 @@ impl Engine {
 
     fn enqueue(&mut self, r: NewRequest) {
         let cfg = &self.shared.cfg;
+        let eos = if r.ignore_eos {
+            None
+        } else {
+            cfg.eos_after_for(r.seq)
+        };
         if cfg.record_truth {
             let t = RequestTruth {
                 id: format!("{}{}", r.endpoint.id_prefix(), r.seq),
@@ -255,13 +264,15 @@ impl Engine {
                 preemptions: 0,
                 draft_tokens: 0,
                 accepted_draft_tokens: 0,
+                eos_after: eos,
+                answer: None,
+                answer_correct: None,
             };
             self.shared.truth_log().insert(r.seq, t);
         }
-        let limit = match cfg.eos_after {
-            Some(e) if !r.ignore_eos => r.max_tokens.min(e.max(1)),
-            _ => r.max_tokens,
-        };
+        // The natural end: where the request would stop on its own (EOS), else max_tokens.
+        let natural_end = eos.unwrap_or(r.max_tokens);
+        let limit = r.max_tokens.min(natural_end);
         let frame = matches!(r.sink, Sink::Stream(_)).then(|| {
             let id = format!("{}{}", r.endpoint.id_prefix(), r.seq);
             Frame::new(
@@ -276,13 +287,27 @@ impl Engine {
             Endpoint::Chat => cfg.reasoning_tokens,
             Endpoint::Completion => 0,
         };
+        let mut script = Script::new(reasoning_tokens, cfg.reasoning_inline);
+        let answer = cfg.answer.as_deref().and_then(|correct| {
+            script.mention_in_reasoning(correct);
+            let ok = cfg.answer_correct_for(r.seq);
+            let value = if ok {
+                correct.to_string()
+            } else {
+                cfg.wrong_answer()
+            };
+            script
+                .final_answer_at(natural_end, &value)
+                .then_some((natural_end, value, ok))
+        });
         self.waiting.push_back(Active {
             req: r,
             frame,
             cached: 0,
             generated: 0,
             limit,
-            reasoning_tokens,
+            script,
+            answer,
             reasoning: String::new(),
             content: String::new(),
             dead: false,
@@ -609,7 +634,7 @@ impl Engine {
                         frame,
                         from,
                         n,
-                        reasoning_tokens: a.reasoning_tokens,
+                        script: &a.script,
                         finish: (done && !fault_now && !llama).then_some(reason),
                         usage: a.req.continuous_usage.then_some(usage),
                     }
@@ -670,12 +695,12 @@ impl Engine {
                     }
                 }
                 (Sink::Unary(slot), _) => {
-                    let r_end = (from + n).min(a.reasoning_tokens.max(from));
+                    let r_end = (from + n).min(a.script.reasoning_field_end().max(from));
                     if r_end > from {
-                        a.reasoning.push_str(&format::words(from, r_end - from));
+                        a.reasoning.push_str(&a.script.text(from, r_end - from));
                     }
                     if from + n > r_end {
-                        a.content.push_str(&format::words(r_end, from + n - r_end));
+                        a.content.push_str(&a.script.text(r_end, from + n - r_end));
                     }
                     if let Some(log) = &mut log {
                         log.record_emission(seq, now, n as u32);
@@ -743,6 +768,16 @@ impl Engine {
             if let Some(t) = log.as_mut().and_then(|l| l.get_mut(a.req.seq)) {
                 t.finished_at = Some(t.finished_at.map_or(now, |f| f.max(now)));
                 t.finish_reason = a.finish.map(str::to_string);
+                if cfg.answer.is_some() {
+                    // The line is stated only when the request generated its last token (a
+                    // max_tokens cut or a mid-stream fault before it leaves no answer).
+                    let stated = a
+                        .answer
+                        .as_ref()
+                        .filter(|(end, _, _)| a.generated >= *end && a.finish != Some("error"));
+                    t.answer = stated.map(|(_, v, _)| v.clone());
+                    t.answer_correct = Some(stated.is_some_and(|(_, _, ok)| *ok));
+                }
             }
         }
         drop(log);

@@ -61,12 +61,134 @@ pub(crate) fn push_words(out: &mut impl Extend<u8>, from: u64, n: u64) {
 }
 
 /// Words of tokens `from..from+n` as a string.
+#[cfg(test)]
 pub(crate) fn words(from: u64, n: u64) -> String {
     let mut s = String::new();
     for i in from..from + n {
         s.push_str(WORDS[(i % WORDS.len() as u64) as usize]);
     }
     s
+}
+
+/// JSON string body of `s` (escaped, without the surrounding quotes).
+fn json_escaped(s: &str) -> String {
+    let q = serde_json::to_string(s).unwrap_or_default();
+    q[1..q.len() - 1].to_string()
+}
+
+/// What one request says, token by token: which tokens are reasoning, and the text of each.
+///
+/// Token `i` is `WORDS[i % WORDS.len()]` unless an override gives it another text (the
+/// `<think>` / `</think>` markers of inline reasoning, the reasoning's answer mention and the
+/// content's `Final answer:` line). Every token stays one token of usage, whatever its text.
+#[derive(Debug, Clone, Default)]
+pub(crate) struct Script {
+    /// Tokens `0..reasoning` are the reasoning phase.
+    reasoning: u64,
+    /// The reasoning phase is streamed inside `content` (between `<think>` and `</think>`).
+    inline: bool,
+    /// (position, raw text, JSON-escaped text), sorted by position.
+    overrides: Vec<(u64, String, String)>,
+}
+
+/// The final content line's lead token (`Final answer:` after a line break).
+pub(crate) const ANSWER_LEAD: &str = "\nFinal answer:";
+
+impl Script {
+    /// Plain filler text with `reasoning` leading reasoning tokens (streamed as
+    /// `reasoning_content`, or inline between `<think>` and `</think>` when `inline` and
+    /// `reasoning >= 2`).
+    pub(crate) fn new(reasoning: u64, inline: bool) -> Script {
+        let mut s = Script {
+            reasoning,
+            inline,
+            overrides: Vec::new(),
+        };
+        if inline && reasoning >= 2 {
+            s.set(0, "<think>");
+            s.set(reasoning - 1, "</think>");
+        }
+        s
+    }
+
+    fn set(&mut self, pos: u64, text: &str) {
+        self.overrides.retain(|o| o.0 != pos);
+        self.overrides
+            .push((pos, text.to_string(), json_escaped(text)));
+        self.overrides.sort_by_key(|o| o.0);
+    }
+
+    /// The reasoning ends with `So the answer is <answer>.` (in its last three tokens inside the
+    /// `<think>` markers), when it has room for them.
+    pub(crate) fn mention_in_reasoning(&mut self, answer: &str) {
+        let (lo, hi) = if self.inline && self.reasoning >= 2 {
+            (1, self.reasoning - 1)
+        } else {
+            (0, self.reasoning)
+        };
+        if hi >= lo + 3 {
+            self.set(hi - 3, "\nSo the answer is");
+            self.set(hi - 2, &format!(" {answer}"));
+            self.set(hi - 1, ".");
+        }
+    }
+
+    /// The content ends, at token `end`, with the line `Final answer: <value>` (tokens `end − 2`
+    /// and `end − 1`). Returns false (and changes nothing) when those tokens would fall inside
+    /// the reasoning phase.
+    pub(crate) fn final_answer_at(&mut self, end: u64, value: &str) -> bool {
+        if end < self.reasoning + 2 {
+            return false;
+        }
+        self.set(end - 2, ANSWER_LEAD);
+        self.set(end - 1, &format!(" {value}"));
+        true
+    }
+
+    /// Tokens below this go to `reasoning_content` (0 when the reasoning is inline).
+    pub(crate) fn reasoning_field_end(&self) -> u64 {
+        if self.inline {
+            0
+        } else {
+            self.reasoning
+        }
+    }
+
+    fn lookup(&self, i: u64) -> Option<&(u64, String, String)> {
+        if self.overrides.is_empty() {
+            return None;
+        }
+        self.overrides
+            .binary_search_by_key(&i, |o| o.0)
+            .ok()
+            .map(|k| &self.overrides[k])
+    }
+
+    /// Appends the JSON-escaped text of tokens `from..from+n`.
+    pub(crate) fn push_json(&self, out: &mut impl Extend<u8>, from: u64, n: u64) {
+        if self.overrides.is_empty() {
+            push_words(out, from, n);
+            return;
+        }
+        for i in from..from + n {
+            match self.lookup(i) {
+                Some(o) => out.extend(o.2.bytes()),
+                None => push_words(out, i, 1),
+            }
+        }
+    }
+
+    /// Raw text of tokens `from..from+n`.
+    pub(crate) fn text(&self, from: u64, n: u64) -> String {
+        let mut s = String::new();
+        for i in from..from + n {
+            match self.lookup(i) {
+                Some(o) => s.push_str(&o.1),
+                None => s.push_str(WORDS[(i % WORDS.len() as u64) as usize]),
+            }
+        }
+        s
+    }
 }
 
 /// Byte shape of streamed chunks.
@@ -234,14 +356,14 @@ pub(crate) fn role_event(frame: &Frame, usage: Option<Usage>) -> Bytes {
     }
 }
 
-/// One token-carrying event: tokens `from..from+n`, of which those below `reasoning_tokens` go
-/// to `delta.reasoning_content` (chat only). In the llama.cpp dialect `finish` must be `None`
+/// One token-carrying event: tokens `from..from+n` of `script`, of which those of a
+/// non-inline reasoning phase go to `delta.reasoning_content` (chat only). In the llama.cpp dialect `finish` must be `None`
 /// (the finish reason comes in [`finish_event`]).
 pub(crate) struct TokenEvent<'a> {
     pub frame: &'a Frame,
     pub from: u64,
     pub n: u64,
-    pub reasoning_tokens: u64,
+    pub script: &'a Script,
     pub finish: Option<&'a str>,
     pub usage: Option<Usage>,
 }
@@ -259,10 +381,10 @@ impl TokenEvent<'_> {
                 } else {
                     b.put_slice(b"{\"index\":0,\"delta\":{");
                 }
-                let r_end = end.min(self.reasoning_tokens.max(self.from));
+                let r_end = end.min(self.script.reasoning_field_end().max(self.from));
                 if r_end > self.from {
                     b.put_slice(b"\"reasoning_content\":\"");
-                    push_words(&mut b, self.from, r_end - self.from);
+                    self.script.push_json(&mut b, self.from, r_end - self.from);
                     b.put_u8(b'"');
                     if end > r_end {
                         b.put_u8(b',');
@@ -270,7 +392,7 @@ impl TokenEvent<'_> {
                 }
                 if end > r_end {
                     b.put_slice(b"\"content\":\"");
-                    push_words(&mut b, r_end, end - r_end);
+                    self.script.push_json(&mut b, r_end, end - r_end);
                     b.put_u8(b'"');
                 }
                 if llama {
@@ -282,12 +404,12 @@ impl TokenEvent<'_> {
             Endpoint::Completion => {
                 if llama {
                     b.put_slice(b"{\"text\":\"");
-                    push_words(&mut b, self.from, self.n);
+                    self.script.push_json(&mut b, self.from, self.n);
                     b.put_slice(b"\",\"index\":0,\"logprobs\":null,\"finish_reason\":null}");
                     return frame.close(b, None, None);
                 }
                 b.put_slice(b"{\"index\":0,\"text\":\"");
-                push_words(&mut b, self.from, self.n);
+                self.script.push_json(&mut b, self.from, self.n);
                 b.put_slice(b"\",\"logprobs\":null,");
             }
         }
@@ -446,7 +568,7 @@ mod tests {
             frame: &p,
             from: 1,
             n: 3,
-            reasoning_tokens: 2,
+            script: &Script::new(2, false),
             finish: Some("length"),
             usage: Some((7, 4)),
         }
@@ -469,6 +591,54 @@ mod tests {
     }
 
     #[test]
+    fn script_places_answers_and_think_markers() {
+        // 6 reasoning tokens inline: <think> w w w w </think>; answer mention in 1..5.
+        let mut sc = Script::new(6, true);
+        sc.mention_in_reasoning("42");
+        assert!(sc.final_answer_at(10, "43"));
+        assert_eq!(sc.reasoning_field_end(), 0);
+        let all = sc.text(0, 10);
+        assert_eq!(
+            all,
+            format!(
+                "<think>{}\nSo the answer is 42.</think>{}\nFinal answer: 43",
+                WORDS[1],
+                words(6, 2)
+            )
+        );
+        // JSON escaping of the line breaks.
+        let mut b = Vec::new();
+        sc.push_json(&mut b, 8, 2);
+        assert_eq!(String::from_utf8(b).unwrap(), "\\nFinal answer: 43");
+        // No room for the answer line inside a short response: nothing changes.
+        let mut short = Script::new(4, false);
+        assert!(!short.final_answer_at(5, "x"));
+        assert_eq!(short.text(0, 5), words(0, 5));
+        // Reasoning field split (not inline): answer mention in the last three reasoning tokens.
+        let mut r = Script::new(5, false);
+        r.mention_in_reasoning("Estonia");
+        assert_eq!(r.reasoning_field_end(), 5);
+        assert_eq!(
+            r.text(0, 5),
+            format!("{}\nSo the answer is Estonia.", words(0, 2))
+        );
+        let p = Frame::new(Dialect::Vllm, Endpoint::Chat, "chatcmpl-sim-1", 5, "\"m\"");
+        let v = payload(
+            &TokenEvent {
+                frame: &p,
+                from: 3,
+                n: 4,
+                script: &r,
+                finish: None,
+                usage: None,
+            }
+            .encode(),
+        );
+        assert_eq!(v["choices"][0]["delta"]["reasoning_content"], " Estonia.");
+        assert_eq!(v["choices"][0]["delta"]["content"], words(5, 2));
+    }
+
+    #[test]
     fn completion_event_shape() {
         let p = Frame::new(
             Dialect::Vllm,
@@ -481,7 +651,7 @@ mod tests {
             frame: &p,
             from: 0,
             n: 2,
-            reasoning_tokens: 0,
+            script: &Script::default(),
             finish: None,
             usage: None,
         }
@@ -525,7 +695,7 @@ mod tests {
                 frame: &chat,
                 from: 0,
                 n: 2,
-                reasoning_tokens: 0,
+                script: &Script::default(),
                 finish: None,
                 usage: None,
             }

@@ -24,8 +24,8 @@
 //! TTFT = queueing + prefill + one step). At the step's deadline every running request emits
 //! one SSE event with its planned tokens: `tokens_per_chunk` (fewer at the end; fixed-k mode),
 //! or with speculative decoding 1 + accepted drafts. Requests end at max_tokens (`length`) or,
-//! when `eos_after` is set and the request did not send `ignore_eos: true`, after that many
-//! tokens (`stop`). A client that disconnects is dropped from the batch at the next step. The
+//! when `eos_after` (or the per-request draw from `eos_after_min..=eos_after_max`) is set and
+//! the request did not send `ignore_eos: true`, after that many tokens (`stop`). A client that disconnects is dropped from the batch at the next step. The
 //! schedule is absolute (each step starts at the previous deadline unless the scheduler fell
 //! more than 20 ms behind), and the truth records when events were really handed to the HTTP
 //! body.
@@ -56,6 +56,17 @@
 //! so runs are reproducible. Counters: drafting steps, draft tokens, accepted tokens and
 //! accepted per position ([`Sim::spec_truth`]); the expected accepted/draft ratio is
 //! (P + … + P^K)/K. Drafting and verification cost nothing extra in the step-time formula.
+//!
+//! **Text and answers.** Token `i` of a response is [`WORDS`]`[i % 19]`. The first
+//! `reasoning_tokens` tokens of a chat response are its reasoning phase, streamed as
+//! `delta.reasoning_content` (or, with `reasoning_inline`, inside `content` between `<think>`
+//! and `</think>`). With `answer` set, the reasoning ends with `So the answer is <answer>.` and
+//! the content's last line — the two tokens before the request's natural end (its EOS point, or
+//! max_tokens) — is `Final answer: <value>`, where `<value>` is the answer for a fraction
+//! `answer_accuracy` of requests (deterministic per request number) and a wrong value for the
+//! others. A request cut by max_tokens before its natural end states no answer. The truth
+//! records each request's stop point, stated answer and correctness
+//! ([`RequestTruth::eos_after`], [`RequestTruth::answer`], [`RequestTruth::answer_correct`]).
 //!
 //! **Prefix cache**: prompts are hashed in chained blocks of 16 tokens; a prompt's cached
 //! tokens are the longest run of leading whole blocks seen in earlier steps, limited to the first

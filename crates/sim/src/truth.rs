@@ -44,6 +44,18 @@ pub struct RequestTruth {
     /// Speculative draft tokens accepted for this request (tokens). Tokens emitted =
     /// decode steps that emitted + accepted draft tokens.
     pub accepted_draft_tokens: u64,
+    /// Where this request would stop on its own, generated tokens (`--eos-after` or its
+    /// `--eos-after-min/max` draw); `None` when only max_tokens ends it (no EOS configured, or the
+    /// request sent `ignore_eos: true`). It ended with `stop` iff this is below its max_tokens.
+    pub eos_after: Option<u64>,
+    /// The value of the `Final answer: <value>` line the request's content ended with; `None`
+    /// without `--answer`, or when the request never generated that line (cut by max_tokens
+    /// before its natural end, failed, cancelled, or still running).
+    pub answer: Option<String>,
+    /// With `--answer`, once finished: whether the content's final line states the correct
+    /// answer (`false` when no answer line was generated). `None` without `--answer`, while
+    /// running, or when cancelled. The reasoning phase never counts.
+    pub answer_correct: Option<bool>,
 }
 
 /// Speculative-decoding ground truth: the configuration and what the engine realised.
@@ -200,6 +212,9 @@ mod tests {
             preemptions: 0,
             draft_tokens: 0,
             accepted_draft_tokens: 0,
+            eos_after: None,
+            answer: None,
+            answer_correct: None,
         }
     }
 

@@ -1,0 +1,297 @@
+//! Prefill, warm-prefix and Burst / E2E layers against the simulator's ground truth.
+//!
+//! Tolerances (stated, and why):
+//! * prefill tok/s within 3 % of the truth `prompt_tokens / (first token emitted − request sent)`
+//!   — the client's TTFT differs from the truth only by its observation lag (< 1 ms) on a TTFT of
+//!   tens of ms;
+//! * warm-prefix cached tokens equal the simulator's `cached_tokens` exactly;
+//! * burst aggregate tok/s within 1 % of the truth `Σ tokens of the measured requests / (last
+//!   request finished − first request sent)`.
+
+use std::sync::Arc;
+use std::time::Duration;
+
+use servebench_core::prompt::CalibrationCache;
+use servebench_core::runner::{BurstConfig, PrefillConfig, RunConfig, TargetingMode};
+use servebench_core::{run, Endpoint, EventSink, Target};
+use servebench_results::{CellStatus, Results};
+use servebench_sim::{RequestTruth, Sim, SimConfig};
+use tokio_util::sync::CancellationToken;
+
+static SERIAL: tokio::sync::Mutex<()> = tokio::sync::Mutex::const_new(());
+
+fn sim(cfg: SimConfig) -> Sim {
+    Sim::spawn_thread(SimConfig {
+        port: 0,
+        record_truth: true,
+        ..cfg
+    })
+    .expect("simulator starts")
+}
+
+fn config(sim: &Sim) -> RunConfig {
+    RunConfig {
+        target: Target::from_url(&sim.base_url(), None, Endpoint::Chat).unwrap(),
+        model: None,
+        concurrency: vec![1],
+        contexts: vec![0],
+        duration: Duration::from_secs(1),
+        max_tokens: 64,
+        ignore_eos: true,
+        temperature: None,
+        decode_warmup: Duration::ZERO,
+        cell_timeout: Some(Duration::from_secs(30)),
+        stable_window: Duration::from_millis(300),
+        cell_pause: Duration::ZERO,
+        kv_budget: 0,
+        dcp_size: 0,
+        show_capacity_limited_values: false,
+        seed: Some(7),
+        targeting: TargetingMode::Auto,
+        calibration_context: 8192,
+        calibration_cache: CalibrationCache::at(None),
+        prefill: PrefillConfig {
+            contexts: vec![],
+            ..PrefillConfig::default()
+        },
+        burst: BurstConfig::default(),
+        args_snapshot: serde_json::Value::Null,
+    }
+}
+
+async fn go(cfg: RunConfig) -> Results {
+    let r = run(
+        cfg,
+        Arc::new(EventSink::new(None)),
+        CancellationToken::new(),
+    )
+    .await
+    .expect("run starts");
+    let schema: serde_json::Value = serde_json::from_str(servebench_results::SCHEMA_JSON).unwrap();
+    let v = serde_json::to_value(&r).unwrap();
+    let val = jsonschema::validator_for(&schema).unwrap();
+    let errs: Vec<String> = val
+        .iter_errors(&v)
+        .map(|e| format!("{e} at {}", e.instance_path()))
+        .collect();
+    assert!(errs.is_empty(), "schema: {errs:?}");
+    r
+}
+
+/// The truth of the one request with this prompt size (cold = no cached tokens), by prompt tokens.
+fn truth_for(truth: &[RequestTruth], prompt_tokens: u64, cached: bool) -> Vec<&RequestTruth> {
+    truth
+        .iter()
+        .filter(|t| {
+            t.prompt_tokens == prompt_tokens && (t.cached_tokens > 0) == cached && t.max_tokens == 1
+        })
+        .collect()
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn standalone_prefill_matches_truth_and_warm_prefix_reports_cache_hits() {
+    let _s = SERIAL.lock().await;
+    // 5,000 prompt tokens/s: a 4k prompt takes ~0.8 s of prefill — large against any client lag.
+    let s = sim(SimConfig {
+        prefill_tps: 5000.0,
+        ..SimConfig::default()
+    });
+    let mut cfg = config(&s);
+    cfg.prefill = PrefillConfig {
+        contexts: vec![2048, 4096],
+        standalone: true,
+        only: true,
+        duration: Duration::from_millis(1),
+        ..PrefillConfig::default()
+    };
+    let r = go(cfg).await;
+    assert!(r.results.is_empty(), "--prefill-only runs no decode cells");
+    assert_eq!(r.metadata.prefill_mode, "standalone_cold");
+    let truth = s.truth();
+    for ctx in [2048u64, 4096] {
+        let row = &r.prefill[&ctx.to_string()];
+        assert_eq!(row.status, Some(CellStatus::Ok), "{row:?}");
+        assert_eq!(row.method, "client");
+        // Sized exactly with the decode prefix; each standalone sample's `_R<n>` suffix adds a
+        // couple of tokens, and the row reports what the server counted.
+        let p = row.prompt_tokens.unwrap();
+        assert!(
+            (ctx..=ctx + 4).contains(&p),
+            "prompt tokens {p} for context {ctx}"
+        );
+        let cold = truth_for(&truth, p, false);
+        assert!(!cold.is_empty());
+        // The truth TTFT is measured from the simulator's receive time (≤ the client's send time).
+        let t = cold[0];
+        let ttft_truth = (t.first_token_at().unwrap() - t.received_at).as_secs_f64();
+        let tps_truth = p as f64 / ttft_truth;
+        let tps = row.tok_per_sec.unwrap();
+        let err = (tps - tps_truth).abs() / tps_truth;
+        eprintln!(
+            "ctx {ctx}: client {tps:.0} tok/s, truth {tps_truth:.0} tok/s ({:.2}%)",
+            err * 100.0
+        );
+        assert!(err < 0.03, "prefill tok/s {tps} vs truth {tps_truth}");
+        // Warm prefix: the same prompt again; cached tokens straight from usage.
+        let warm = &r.prefill_warm[&ctx.to_string()];
+        let wt = truth_for(&truth, p, true);
+        assert_eq!(wt.len(), 1, "one warm request at {ctx}");
+        assert_eq!(warm.cached_tokens, Some(wt[0].cached_tokens));
+        assert_eq!(warm.cached_tokens_source.as_deref(), Some("usage"));
+        assert_eq!(warm.computed_tokens, Some(p - wt[0].cached_tokens));
+        assert!(warm.cache_hit_rate.unwrap() > 0.95);
+        assert!(
+            warm.ttft_seconds.unwrap() < row.ttft_seconds.unwrap() / 5.0,
+            "a warm prefix is much faster"
+        );
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn integrated_and_scout_only_prefill_rows_and_skipped_contexts() {
+    let _s = SERIAL.lock().await;
+    let s = sim(SimConfig {
+        max_model_len: 8192,
+        ..SimConfig::default()
+    });
+    let mut cfg = config(&s);
+    cfg.contexts = vec![0, 1024];
+    cfg.prefill.contexts = vec![2048, 16384];
+    let r = go(cfg).await;
+    assert_eq!(r.metadata.prefill_mode, "integrated_decode_scout");
+    assert_eq!(r.prefill["1024"].method, "integrated_scout");
+    assert_eq!(r.prefill["2048"].method, "scout_only");
+    // 16k does not fit an 8k model: reported, not silently dropped.
+    let skipped = &r.prefill["16384"];
+    assert_eq!(skipped.status, Some(CellStatus::SkippedContext));
+    assert!(skipped
+        .status_reason
+        .as_deref()
+        .unwrap()
+        .contains("max_model_len"));
+    assert!(r.results.iter().all(|c| c.status == CellStatus::Ok));
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn burst_layer_aggregate_matches_truth() {
+    let _s = SERIAL.lock().await;
+    let s = sim(SimConfig::default());
+    let mut cfg = config(&s);
+    cfg.concurrency = vec![4];
+    cfg.max_tokens = 40;
+    cfg.burst = BurstConfig {
+        run_burst: true,
+        burst_request_count: 12,
+        burst_warmup_request_count: 4,
+        ..BurstConfig::default()
+    };
+    s.clear_truth();
+    let r = go(cfg).await;
+    assert_eq!(r.burst_results.len(), 1);
+    let b = &r.burst_results[0];
+    assert_eq!(b.status, CellStatus::Ok, "{}", b.status_reason);
+    assert_eq!(b.benchmark_mode, "burst-e2e");
+    assert_eq!(b.aggregate_source, "openai_completed_usage");
+    assert_eq!(b.num_completed, 12);
+    assert_eq!(b.client_output_tokens, Some(12 * 40));
+    assert_eq!(r.burst_summary_table["0"]["4"], b.aggregate_tps.unwrap());
+    assert!(r.methodology.burst_e2e_decode.present);
+    // Truth: the last 12 streaming max_tokens=40 requests are the measured ones.
+    let mut truth: Vec<RequestTruth> = s
+        .truth()
+        .into_iter()
+        .filter(|t| t.max_tokens == 40)
+        .collect();
+    truth.sort_by_key(|t| t.received_at);
+    let measured = &truth[truth.len() - 12..];
+    let first = measured.iter().map(|t| t.received_at).min().unwrap();
+    let last = measured
+        .iter()
+        .filter_map(|t| t.emissions.last().map(|e| e.0))
+        .max()
+        .unwrap();
+    let tokens: u64 = measured.iter().map(|t| t.tokens()).sum();
+    let truth_tps = tokens as f64 / (last - first).as_secs_f64();
+    let tps = b.aggregate_tps.unwrap();
+    let err = (tps - truth_tps).abs() / truth_tps;
+    eprintln!(
+        "burst: measured {tps:.1} tok/s, truth {truth_tps:.1} tok/s ({:.2}%)",
+        err * 100.0
+    );
+    assert!(err < 0.01, "burst aggregate {tps} vs truth {truth_tps}");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn request_count_mode_is_the_primary_layer() {
+    let _s = SERIAL.lock().await;
+    let s = sim(SimConfig::default());
+    let mut cfg = config(&s);
+    cfg.concurrency = vec![2];
+    cfg.max_tokens = 20;
+    cfg.burst = BurstConfig {
+        request_count: 6,
+        warmup_request_count: 2,
+        ..BurstConfig::default()
+    };
+    let r = go(cfg).await;
+    assert_eq!(r.metadata.decode_mode, "request-count");
+    assert_eq!(r.metadata.primary_decode_layer, "burst_e2e_decode");
+    assert_eq!(r.results.len(), 1);
+    let c = &r.results[0];
+    assert_eq!(c.status, CellStatus::Ok, "{}", c.status_reason);
+    assert_eq!(c.benchmark_mode, "request-count");
+    assert_eq!(c.request_count_target, 6);
+    assert_eq!(c.warmup_request_count, 2);
+    assert_eq!(c.num_completed, 6);
+    assert_eq!(c.ready_reason, "request_count=6, warmup_request_count=2");
+    assert!(!r.methodology.sustained_decode.present);
+    assert!(r.methodology.burst_e2e_decode.present);
+    assert!(r.burst_results.is_empty());
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn burst_failure_makes_the_cell_invalid() {
+    let _s = SERIAL.lock().await;
+    let s = sim(SimConfig {
+        fault_http_status: Some(503),
+        fault_every: 5,
+        ..SimConfig::default()
+    });
+    let mut cfg = config(&s);
+    cfg.concurrency = vec![2];
+    cfg.max_tokens = 10;
+    cfg.burst = BurstConfig {
+        request_count: 8,
+        ..BurstConfig::default()
+    };
+    let r = go(cfg).await;
+    let c = &r.results[0];
+    assert_eq!(c.status, CellStatus::Invalid);
+    assert!(c.status_reason.contains("503"), "{}", c.status_reason);
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn reasoning_phase_separates_ttft_from_time_to_first_content() {
+    let _s = SERIAL.lock().await;
+    let s = sim(SimConfig {
+        reasoning_tokens: 20,
+        ..SimConfig::default()
+    });
+    let mut cfg = config(&s);
+    cfg.max_tokens = 60;
+    let r = go(cfg).await;
+    let c = &r.results[0];
+    assert_eq!(c.status, CellStatus::Ok, "{}", c.status_reason);
+    let ttft = c.ttft_p50.unwrap();
+    let ttfc = c.time_to_first_content_p50.unwrap();
+    // 20 reasoning tokens at one token per ~10 ms step come before the first answer token.
+    assert!(
+        ttfc - ttft > 0.15,
+        "TTFT {ttft} must be the first reasoning token, content {ttfc} later"
+    );
+    // The simulator does not report completion_tokens_details: unknown, never 0.
+    assert!(c
+        .request_samples
+        .iter()
+        .all(|s| s.reasoning_tokens.is_none()));
+}
