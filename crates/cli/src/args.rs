@@ -32,6 +32,9 @@ pub enum Command {
     Validate(FileArgs),
     /// Measure the client's own CPU and memory cost against a simulator process.
     Selftest(crate::selftest::SelftestArgs),
+    /// Task profile: a prompt or JSONL dataset with expected answers; completion-token stats,
+    /// correctness and the concurrency with the highest system throughput.
+    Task(Box<crate::task::TaskArgs>),
 }
 
 /// A results file argument.
@@ -73,9 +76,10 @@ pub enum PrefillMetricArg {
     Prometheus,
 }
 
-/// Flags of `servebench run`.
-#[derive(Debug, Args)]
-pub struct RunArgs {
+/// Where the server is (shared by `run` and `task`). Without `--url`/`--host`/`--port` the
+/// built-in simulator is started in-process.
+#[derive(Debug, Clone, Args)]
+pub struct TargetArgs {
     /// Full base URL of the server (scheme, host, port, optional path), e.g. http://127.0.0.1:8000.
     #[arg(long, conflicts_with_all = ["host", "port"])]
     pub url: Option<String>,
@@ -94,6 +98,61 @@ pub struct RunArgs {
     /// API used for the benchmark requests.
     #[arg(long, value_enum, default_value_t = EndpointArg::Chat)]
     pub endpoint: EndpointArg,
+}
+
+impl TargetArgs {
+    /// No server given: the built-in simulator will run.
+    pub fn is_embedded(&self) -> bool {
+        self.url.is_none() && self.host.is_none() && self.port.is_none()
+    }
+
+    /// The API endpoint.
+    pub fn endpoint(&self) -> Endpoint {
+        match self.endpoint {
+            EndpointArg::Chat => Endpoint::Chat,
+            EndpointArg::Completions => Endpoint::Completions,
+        }
+    }
+
+    /// The API key, when a non-empty one was given.
+    pub fn key(&self) -> Option<String> {
+        self.api_key.clone().filter(|k| !k.is_empty())
+    }
+
+    /// The target. When none was given, starts the built-in simulator configured by `sim`
+    /// (on its own thread, ephemeral port, the API key applied) and returns it too: keep it alive
+    /// for the whole run.
+    pub fn resolve(
+        &self,
+        sim: impl FnOnce() -> SimConfig,
+    ) -> anyhow::Result<(Target, Option<Sim>)> {
+        let (key, endpoint) = (self.key(), self.endpoint());
+        if let Some(url) = &self.url {
+            return Ok((Target::from_url(url, key, endpoint)?, None));
+        }
+        if !self.is_embedded() {
+            let host = self.host.clone().unwrap_or_else(|| "127.0.0.1".into());
+            return Ok((
+                Target::from_host_port(&host, self.port.unwrap_or(8000), key, endpoint)?,
+                None,
+            ));
+        }
+        let cfg = SimConfig {
+            port: 0,
+            record_truth: false,
+            api_key: key.clone(),
+            ..sim()
+        };
+        let sim = Sim::spawn_thread(cfg).context("cannot start the built-in simulator")?;
+        Ok((Target::from_url(&sim.base_url(), key, endpoint)?, Some(sim)))
+    }
+}
+
+/// Flags of `servebench run`.
+#[derive(Debug, Args)]
+pub struct RunArgs {
+    #[command(flatten)]
+    pub target: TargetArgs,
 
     /// Concurrency levels C (streams kept in flight), comma-separated
     /// [default: 1,2,4,8,16,32,64,128; simulator: 1,8,64].
@@ -204,12 +263,8 @@ fn positive_secs(name: &str, v: f64) -> anyhow::Result<Duration> {
 impl RunArgs {
     /// Builds the run configuration; starts the embedded simulator when no target was given.
     pub fn to_config(&self) -> anyhow::Result<(RunConfig, Option<Sim>)> {
-        let endpoint = match self.endpoint {
-            EndpointArg::Chat => Endpoint::Chat,
-            EndpointArg::Completions => Endpoint::Completions,
-        };
-        let key = self.api_key.clone().filter(|k| !k.is_empty());
-        let embedded = self.url.is_none() && self.host.is_none() && self.port.is_none();
+        let endpoint = self.target.endpoint();
+        let embedded = self.target.is_embedded();
 
         let concurrency = parse_concurrency(self.concurrency.as_deref().unwrap_or(if embedded {
             "1,8,64"
@@ -249,24 +304,7 @@ impl RunArgs {
         let calibration_context = servebench_core::plan::parse_context(&self.calibration_context)
             .context("--calibration-context")?;
 
-        let (target, sim) = if let Some(url) = &self.url {
-            (Target::from_url(url, key, endpoint)?, None)
-        } else if self.host.is_some() || self.port.is_some() {
-            let host = self.host.clone().unwrap_or_else(|| "127.0.0.1".into());
-            (
-                Target::from_host_port(&host, self.port.unwrap_or(8000), key, endpoint)?,
-                None,
-            )
-        } else {
-            let cfg = SimConfig {
-                port: 0,
-                record_truth: false,
-                api_key: key.clone(),
-                ..SimConfig::default()
-            };
-            let sim = Sim::spawn_thread(cfg).context("cannot start the built-in simulator")?;
-            (Target::from_url(&sim.base_url(), key, endpoint)?, Some(sim))
-        };
+        let (target, sim) = self.target.resolve(SimConfig::default)?;
 
         let args_snapshot = json!({
             "concurrency": concurrency,
@@ -294,7 +332,7 @@ impl RunArgs {
         });
         let cfg = RunConfig {
             target,
-            model: self.model.clone(),
+            model: self.target.model.clone(),
             concurrency,
             contexts,
             duration: Duration::from_secs_f64(duration),

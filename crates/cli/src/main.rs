@@ -7,6 +7,7 @@
 mod args;
 mod live;
 mod selftest;
+mod task;
 
 use std::io::Write as _;
 use std::process::ExitCode;
@@ -23,7 +24,22 @@ use crate::args::{Cli, Command, RunArgs};
 /// Exit code when some cells are `error` / `invalid` (results are still written).
 const EXIT_CELLS_FAILED: u8 = 3;
 /// Exit code after Ctrl-C (partial results written).
-const EXIT_INTERRUPTED: u8 = 130;
+pub(crate) const EXIT_INTERRUPTED: u8 = 130;
+
+/// First Ctrl-C: cancel `cancel` (the run writes its partial results, saying `what` it does);
+/// second Ctrl-C: exit at once with [`EXIT_INTERRUPTED`].
+pub(crate) fn on_ctrl_c(cancel: CancellationToken, what: &'static str) {
+    tokio::spawn(async move {
+        if tokio::signal::ctrl_c().await.is_ok() {
+            eprintln!("\nservebench: interrupted — {what} (Ctrl-C again to abort)");
+            cancel.cancel();
+            if tokio::signal::ctrl_c().await.is_ok() {
+                eprintln!("servebench: aborted");
+                std::process::exit(EXIT_INTERRUPTED as i32);
+            }
+        }
+    });
+}
 
 fn main() -> ExitCode {
     let cli = match Cli::try_parse() {
@@ -51,6 +67,7 @@ fn main() -> ExitCode {
             Command::Report(a) => cmd_report(a),
             Command::Validate(a) => cmd_validate(a),
             Command::Selftest(a) => selftest::run(a).await.map(|()| ExitCode::SUCCESS),
+            Command::Task(a) => task::cmd_task(*a).await,
         }
     });
     match result {
@@ -86,19 +103,10 @@ async fn cmd_run(a: RunArgs) -> anyhow::Result<ExitCode> {
     }
 
     let cancel = CancellationToken::new();
-    {
-        let cancel = cancel.clone();
-        tokio::spawn(async move {
-            if tokio::signal::ctrl_c().await.is_ok() {
-                eprintln!("\nservebench: interrupted — finishing the current cell as skipped and writing partial results (Ctrl-C again to abort)");
-                cancel.cancel();
-                if tokio::signal::ctrl_c().await.is_ok() {
-                    eprintln!("servebench: aborted");
-                    std::process::exit(EXIT_INTERRUPTED as i32);
-                }
-            }
-        });
-    }
+    on_ctrl_c(
+        cancel.clone(),
+        "finishing the current cell as skipped and writing partial results",
+    );
 
     let (tx, rx) = tokio::sync::mpsc::unbounded_channel::<RunEvent>();
     let events = Arc::new(EventSink::new(Some(tx)));
@@ -167,7 +175,15 @@ async fn cmd_sim(a: servebench_sim::SimConfig) -> anyhow::Result<ExitCode> {
     Ok(ExitCode::SUCCESS)
 }
 
-fn read_results(path: &std::path::Path) -> anyhow::Result<(serde_json::Value, Results)> {
+/// A results file of either kind.
+enum AnyResults {
+    /// `servebench run` (or `llm_decode_bench.py`) results.
+    Matrix(Box<Results>),
+    /// `servebench task` (or the old tool's completion-stats) results.
+    Task(Box<servebench_core::task::TaskResults>),
+}
+
+fn read_results(path: &std::path::Path) -> anyhow::Result<(serde_json::Value, AnyResults)> {
     let text =
         std::fs::read_to_string(path).with_context(|| format!("cannot read {}", path.display()))?;
     let value = match serde_json::from_str::<serde_json::Value>(&text) {
@@ -176,22 +192,46 @@ fn read_results(path: &std::path::Path) -> anyhow::Result<(serde_json::Value, Re
             anyhow::anyhow!("{} is not a results JSON file ({e})", path.display())
         })?,
     };
+    if value.pointer("/metadata/mode").and_then(|m| m.as_str()) == Some("completion_stats") {
+        let r = serde_json::from_value(value.clone()).with_context(|| {
+            format!(
+                "{} does not have the task results structure",
+                path.display()
+            )
+        })?;
+        return Ok((value, AnyResults::Task(Box::new(r))));
+    }
     let results: Results = serde_json::from_value(value.clone())
         .with_context(|| format!("{} does not have the results structure", path.display()))?;
-    Ok((value, results))
+    Ok((value, AnyResults::Matrix(Box::new(results))))
 }
 
 fn cmd_report(a: args::FileArgs) -> anyhow::Result<ExitCode> {
-    let (_, results) = read_results(&a.file)?;
-    let text =
-        servebench_report::render_text(&results, &servebench_report::ReportOptions::default());
+    let text = match read_results(&a.file)?.1 {
+        AnyResults::Matrix(r) => {
+            servebench_report::render_text(&r, &servebench_report::ReportOptions::default())
+        }
+        AnyResults::Task(r) => task::render_report(&r, None),
+    };
     print!("{text}");
     Ok(ExitCode::SUCCESS)
 }
 
 fn cmd_validate(a: args::FileArgs) -> anyhow::Result<ExitCode> {
-    let (value, _) = read_results(&a.file)?;
-    let schema: serde_json::Value = serde_json::from_str(servebench_results::SCHEMA_JSON)?;
+    let (value, kind) = read_results(&a.file)?;
+    let (schema_text, version, what) = match kind {
+        AnyResults::Matrix(_) => (
+            servebench_results::SCHEMA_JSON,
+            servebench_results::SCHEMA_VERSION,
+            "results",
+        ),
+        AnyResults::Task(_) => (
+            servebench_core::task::TASK_SCHEMA_JSON,
+            servebench_core::task::TASK_SCHEMA_VERSION,
+            "task results",
+        ),
+    };
+    let schema: serde_json::Value = serde_json::from_str(schema_text)?;
     let validator = jsonschema::validator_for(&schema)
         .map_err(|e| anyhow::anyhow!("schema does not compile: {e}"))?;
     let errors: Vec<String> = validator
@@ -199,11 +239,7 @@ fn cmd_validate(a: args::FileArgs) -> anyhow::Result<ExitCode> {
         .map(|e| format!("{} at {}", e, e.instance_path()))
         .collect();
     if errors.is_empty() {
-        println!(
-            "{}: valid (schema {})",
-            a.file.display(),
-            servebench_results::SCHEMA_VERSION
-        );
+        println!("{}: valid ({what} schema {version})", a.file.display());
         Ok(ExitCode::SUCCESS)
     } else {
         for e in errors.iter().take(20) {
@@ -212,7 +248,7 @@ fn cmd_validate(a: args::FileArgs) -> anyhow::Result<ExitCode> {
         let n = errors.len();
         let plural = if n == 1 { "" } else { "s" };
         eprintln!(
-            "error: {} violates the results schema ({n} problem{plural})",
+            "error: {} violates the {what} schema ({n} problem{plural})",
             a.file.display()
         );
         Ok(ExitCode::FAILURE)

@@ -277,6 +277,11 @@ pub async fn run(a: SelftestArgs) -> anyhow::Result<()> {
         r.client_max_tick_lag_ms.unwrap_or(0.0)
     );
     println!("  requests in window           {}", r.request_count);
+    if let (Some(avg), Some(max)) = (r.client_read_delay_avg_ms, r.client_read_delay_max_ms) {
+        println!(
+            "  kernel → client read delay   avg {avg:.2} ms, max {max:.2} ms (timing uses kernel arrival times)"
+        );
+    }
     if a.baseline {
         // The simulator emits C events per decode step whoever reads them, so the event rate of
         // the measured cell applies to the floor run too.

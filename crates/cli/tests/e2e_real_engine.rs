@@ -14,20 +14,29 @@
 //! * `SERVEBENCH_E2E_ENGINE` (required): `vllm` or `llamacpp`.
 //! * `SERVEBENCH_E2E_OUT` (optional): directory that keeps the results JSON, stdout and stderr
 //!   of every run (default: a temporary directory, deleted afterwards).
+//! * `SERVEBENCH_E2E_SPEC` (optional, e.g. `ngram`): the engine runs speculative decoding
+//!   (`scripts/ci/e2e-vllm-spec.sh`); `spec_decode_against_real_engine` does nothing without it.
 //!
 //! They check the structure and plausibility of the results, never absolute speed: the schema,
 //! every cell `ok`, the truthful aggregate source, token accounting against the server's own
-//! usage and Prometheus counter, prompt sizes, latency fields and the event log. Every check of a
+//! usage and Prometheus counter, prompt sizes, latency fields and the event log. Engine telemetry
+//! (issue 3) is checked against the server's own truth: engine detection, `metrics_available`,
+//! the KV budget (`max_total_tokens` = vLLM `cache_config_info` / llama.cpp `/props` slots ×
+//! `n_ctx`, read by the test itself), readiness from the scheduler (`ready_reason`), running and
+//! queued requests, KV usage and preemptions, and — with speculative decoding — acceptance rate
+//! and length against the counter deltas of the test's own `/metrics` scrapes (every 250 ms,
+//! around each window located from servebench's live `ready …` line). Every check of a
 //! run is evaluated and all failures are reported together, with a per-cell summary, so one
 //! (slow) engine run shows everything that is wrong.
 
 use std::collections::BTreeSet;
 use std::fmt::Write as _;
-use std::io::{Read, Write};
+use std::io::{BufRead, BufReader, Read, Write};
 use std::net::{TcpStream, ToSocketAddrs};
 use std::path::PathBuf;
 use std::process::{Command, ExitStatus, Stdio};
-use std::sync::Mutex;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
 use serde_json::Value;
@@ -271,6 +280,146 @@ fn scrape_generated(env: &E2eEnv) -> f64 {
     counter_sum(&text, name).unwrap_or_else(|| panic!("{}/metrics has no {name} samples", env.url))
 }
 
+/// What the server itself says about its KV budget: vLLM `vllm:cache_config_info`
+/// (`kv_cache_size_tokens`, else `num_gpu_blocks` × `block_size`), llama.cpp `/props`
+/// (`total_slots` × per-slot `n_ctx`).
+fn server_kv_tokens(env: &E2eEnv) -> Option<u64> {
+    match env.engine {
+        Engine::Vllm => vllm_kv_tokens(&http_get(&env.url, "/metrics").ok()?),
+        Engine::LlamaCpp => {
+            let props: Value = serde_json::from_str(&http_get(&env.url, "/props").ok()?).ok()?;
+            let slots = props["total_slots"].as_u64()?;
+            let n_ctx = props["default_generation_settings"]["n_ctx"].as_u64()?;
+            Some(slots * n_ctx)
+        }
+    }
+}
+
+/// KV tokens from vLLM's `cache_config_info` labels.
+fn vllm_kv_tokens(metrics: &str) -> Option<u64> {
+    let line = metrics
+        .lines()
+        .find(|l| l.starts_with("vllm:cache_config_info{"))?;
+    let label = |k: &str| -> Option<u64> {
+        let pat = format!("{k}=\"");
+        let i = line.find(&pat)? + pat.len();
+        line[i..].split('"').next()?.parse().ok()
+    };
+    label("kv_cache_size_tokens").or_else(|| Some(label("num_gpu_blocks")? * label("block_size")?))
+}
+
+/// One of the test's own /metrics scrapes.
+#[derive(Clone, Debug)]
+struct Poll {
+    at: Instant,
+    /// Generated-token counter ([`Engine::generation_counter`]).
+    generated: Option<f64>,
+    /// Running and waiting requests (gauges).
+    running: Option<f64>,
+    waiting: Option<f64>,
+    /// Speculative-decoding counters: drafts (verification steps), draft tokens, accepted tokens.
+    drafts: Option<f64>,
+    draft_tokens: Option<f64>,
+    accepted: Option<f64>,
+}
+
+impl Engine {
+    /// (running, waiting, drafts, draft tokens, accepted tokens) families.
+    fn poll_families(self) -> [&'static str; 5] {
+        match self {
+            Engine::Vllm => [
+                "vllm:num_requests_running",
+                "vllm:num_requests_waiting",
+                "vllm:spec_decode_num_drafts_total",
+                "vllm:spec_decode_num_draft_tokens_total",
+                "vllm:spec_decode_num_accepted_tokens_total",
+            ],
+            Engine::LlamaCpp => [
+                "llamacpp:requests_processing",
+                "llamacpp:requests_deferred",
+                "llamacpp:spec_decode_num_drafts_total",
+                "llamacpp:spec_decode_num_draft_tokens_total",
+                "llamacpp:spec_decode_num_accepted_tokens_total",
+            ],
+        }
+    }
+}
+
+/// Period of the test's own /metrics scrapes (each costs the engine's API server some CPU).
+const POLL_EVERY: Duration = Duration::from_millis(250);
+
+/// Scrapes the engine's /metrics every [`POLL_EVERY`] on a thread of its own while servebench runs, so
+/// the server fields of each window can be compared with counter deltas taken independently.
+struct Poller {
+    stop: Arc<AtomicBool>,
+    thread: std::thread::JoinHandle<Vec<Poll>>,
+}
+
+impl Poller {
+    fn start(env: &E2eEnv) -> Poller {
+        let stop = Arc::new(AtomicBool::new(false));
+        let (url, engine, st) = (env.url.clone(), env.engine, stop.clone());
+        let thread = std::thread::spawn(move || {
+            let mut polls = Vec::new();
+            let [running, waiting, drafts, draft_tokens, accepted] = engine.poll_families();
+            while !st.load(Ordering::Relaxed) {
+                if let Ok(text) = http_get(&url, "/metrics") {
+                    polls.push(Poll {
+                        at: Instant::now(),
+                        generated: counter_sum(&text, engine.generation_counter()),
+                        running: counter_sum(&text, running),
+                        waiting: counter_sum(&text, waiting),
+                        drafts: counter_sum(&text, drafts),
+                        draft_tokens: counter_sum(&text, draft_tokens),
+                        accepted: counter_sum(&text, accepted),
+                    });
+                }
+                std::thread::sleep(POLL_EVERY);
+            }
+            polls
+        });
+        Poller { stop, thread }
+    }
+
+    fn finish(self) -> Vec<Poll> {
+        self.stop.store(true, Ordering::Relaxed);
+        self.thread.join().unwrap_or_default()
+    }
+}
+
+/// A cell's measured window on the test's clock: the window opens 20 ms after servebench logs
+/// `ready <label> …` (its WINDOW_MARGIN) and lasts `measurement_seconds`. The line's arrival
+/// time can lag its writing when the client is starved of CPU, so this is an estimate.
+fn window_of(run: &RunOutput, label: &str, window_s: f64) -> Option<(Instant, Instant)> {
+    // The hidden decode warmup is a cell with the same label that runs first: take the last.
+    let done = run
+        .stderr_lines
+        .iter()
+        .rposition(|(_, l)| l.contains(&format!("cell done {label} ")))?;
+    let ready = run.stderr_lines[..done]
+        .iter()
+        .rev()
+        .find(|(_, l)| l.contains(&format!("ready {label} ")))?;
+    let start = ready.0 + Duration::from_millis(20);
+    Some((start, start + Duration::from_secs_f64(window_s)))
+}
+
+/// Last poll at or before `t`, first poll at or after `t`.
+fn polls_around(polls: &[Poll], t: Instant) -> (Option<&Poll>, Option<&Poll>) {
+    (
+        polls.iter().rev().find(|p| p.at <= t),
+        polls.iter().find(|p| p.at >= t),
+    )
+}
+
+/// Speculative acceptance between two polls: (Δaccepted / Δdraft tokens, 1 + Δaccepted / Δdrafts).
+fn poll_spec(a: &Poll, b: &Poll) -> Option<(f64, f64)> {
+    let acc = b.accepted? - a.accepted?;
+    let dt = b.draft_tokens? - a.draft_tokens?;
+    let d = b.drafts? - a.drafts?;
+    (dt > 0.0 && d > 0.0).then(|| (acc / dt, 1.0 + acc / d))
+}
+
 // ------------------------------------------------------------------------------------------
 // Running the binary
 
@@ -283,6 +432,11 @@ struct RunSpec {
     duration: f64,
     max_tokens: u64,
     decode_warmup_s: f64,
+    /// The engine runs speculative decoding (`SERVEBENCH_E2E_SPEC`): acceptance must be reported
+    /// and several tokens per SSE event are normal.
+    spec_decode: bool,
+    /// `--temperature` (None: the server's default).
+    temperature: Option<f64>,
 }
 
 impl RunSpec {
@@ -301,6 +455,10 @@ struct RunOutput {
     json: Option<Value>,
     wall: Duration,
     json_path: PathBuf,
+    /// servebench's stderr (its event log, live) with each line's arrival time.
+    stderr_lines: Vec<(Instant, String)>,
+    /// The test's own /metrics scrapes during the run (every [`POLL_EVERY`]).
+    polls: Vec<Poll>,
 }
 
 fn join(v: &[u64]) -> String {
@@ -332,17 +490,33 @@ fn run_servebench(env: &E2eEnv, spec: &RunSpec) -> RunOutput {
         "-o".into(),
         json_path.display().to_string(),
     ];
+    let mut args = args;
+    if let Some(t) = spec.temperature {
+        args.extend(["--temperature".into(), t.to_string()]);
+    }
     eprintln!("e2e: {BIN} {}", args.join(" "));
     let out_file = std::fs::File::create(&stdout_path).expect("create stdout file");
-    let err_file = std::fs::File::create(&stderr_path).expect("create stderr file");
+    let mut err_file = std::fs::File::create(&stderr_path).expect("create stderr file");
+    let poller = Poller::start(env);
     let t0 = Instant::now();
     let mut child = Command::new(BIN)
         .args(&args)
         .stdin(Stdio::null())
         .stdout(out_file)
-        .stderr(err_file)
+        .stderr(Stdio::piped())
         .spawn()
         .expect("spawn servebench");
+    // The event log arrives on stderr as it happens: stamp each line (window edges).
+    let child_err = child.stderr.take().expect("piped stderr");
+    let reader = std::thread::spawn(move || {
+        let mut lines = Vec::new();
+        for line in BufReader::new(child_err).lines() {
+            let Ok(line) = line else { break };
+            let _ = writeln!(err_file, "{line}");
+            lines.push((Instant::now(), line));
+        }
+        lines
+    });
     let status = loop {
         if let Some(s) = child.try_wait().expect("wait for servebench") {
             break s;
@@ -358,6 +532,10 @@ fn run_servebench(env: &E2eEnv, spec: &RunSpec) -> RunOutput {
         std::thread::sleep(Duration::from_millis(100));
     };
     let wall = t0.elapsed();
+    let stderr_lines = reader.join().unwrap_or_default();
+    // One more scrape after the last window's end.
+    std::thread::sleep(POLL_EVERY + Duration::from_millis(100));
+    let polls = poller.finish();
     let stdout = std::fs::read_to_string(&stdout_path).unwrap_or_default();
     let stderr = std::fs::read_to_string(&stderr_path).unwrap_or_default();
     let json = std::fs::read_to_string(&json_path)
@@ -370,6 +548,8 @@ fn run_servebench(env: &E2eEnv, spec: &RunSpec) -> RunOutput {
         json,
         wall,
         json_path,
+        stderr_lines,
+        polls,
     }
 }
 
@@ -455,8 +635,48 @@ fn check_schema(json: &Value, c: &mut Checks) {
     );
 }
 
-fn check_metadata(env: &E2eEnv, spec: &RunSpec, json: &Value, c: &mut Checks) {
+fn check_metadata(
+    env: &E2eEnv,
+    spec: &RunSpec,
+    json: &Value,
+    kv_truth: Option<u64>,
+    c: &mut Checks,
+) {
     let m = &json["metadata"];
+    // Telemetry: /metrics in use, and the KV budget the server itself reports.
+    c.check(m["metrics_available"] == Value::Bool(true), || {
+        format!(
+            "metadata.metrics_available {}, want true ({})",
+            m["metrics_available"],
+            s(m, "metrics_warning")
+        )
+    });
+    c.check(s(m, "metrics_warning").is_empty(), || {
+        format!(
+            "metadata.metrics_warning {:?}, want empty",
+            s(m, "metrics_warning")
+        )
+    });
+    let want_source = match env.engine {
+        Engine::Vllm => "vllm_metrics",
+        Engine::LlamaCpp => "llamacpp_slots",
+    };
+    c.check(s(m, "kv_budget_source") == want_source, || {
+        format!(
+            "metadata.kv_budget_source {:?}, want {want_source:?}",
+            s(m, "kv_budget_source")
+        )
+    });
+    c.check(
+        kv_truth.is_some() && u(m, "max_total_tokens") == kv_truth,
+        || {
+            format!(
+                "metadata.max_total_tokens {}, but the server reports {kv_truth:?} tokens of KV cache \
+                 (vLLM cache_config_info / llama.cpp /props slots × n_ctx)",
+                m["max_total_tokens"]
+            )
+        },
+    );
     c.check(s(m, "model") == MODEL, || {
         format!("metadata.model {:?}, want {MODEL:?}", s(m, "model"))
     });
@@ -863,6 +1083,204 @@ fn check_cell(
     }
 }
 
+/// Server-side fields of an `ok` cell (issue 3): readiness from the server's scheduler,
+/// running/queued requests against the test's own scrapes, KV usage, preemptions, and
+/// speculative acceptance equal to the counter deltas the test scraped around the window.
+fn check_telemetry(env: &E2eEnv, spec: &RunSpec, cell: &Value, run: &RunOutput, c: &mut Checks) {
+    if s(cell, "status") != "ok" {
+        return;
+    }
+    let conc = u(cell, "concurrency").unwrap_or(0);
+    let ctx = u(cell, "context_tokens").unwrap_or(0);
+    let label = format!("C={conc} ctx={}", format_context(ctx));
+    let cf = conc as f64;
+    let lag = f(cell, "client_max_tick_lag_ms").unwrap_or(f64::INFINITY);
+    let starved = lag > MAX_TICK_LAG_FOR_EXACT_MS;
+
+    // Readiness: decided on the server's scheduler state, not only on the client's streams.
+    let ready = s(cell, "ready_reason");
+    c.check(
+        ready.starts_with("running_reqs=")
+            && ready.contains(&format!(", active_streams={conc}/{conc}, stable=")),
+        || format!("{label}: ready_reason {ready:?}, want `running_reqs=R/{conc}, queue_reqs=Q, active_streams={conc}/{conc}, stable=…`"),
+    );
+    if spec.max_tokens > 512 {
+        // Long requests: no "short request flow" exception, all C must run with an empty queue.
+        let want = format!("running_reqs={conc}/{conc}, queue_reqs=0, ");
+        c.check(ready.starts_with(&want), || {
+            format!("{label}: ready_reason {ready:?}, want it to start with {want:?}")
+        });
+    }
+    c.check(
+        cell["warmup_timed_out"] == Value::Bool(false) && s(cell, "timeout_reason").is_empty(),
+        || {
+            format!(
+                "{label}: warmup_timed_out {} timeout_reason {:?}",
+                cell["warmup_timed_out"],
+                s(cell, "timeout_reason")
+            )
+        },
+    );
+
+    // Scheduler samples of the window.
+    c.check(u(cell, "server_samples").is_some_and(|n| n >= 2), || {
+        format!("{label}: server_samples {}", cell["server_samples"])
+    });
+    c.check(f(cell, "max_running_reqs") == Some(cf), || {
+        format!(
+            "{label}: max_running_reqs {}, want {conc} (the server ran all C streams)",
+            cell["max_running_reqs"]
+        )
+    });
+    let avg = f(cell, "avg_running_reqs");
+    c.check(avg.is_some_and(|a| a > 0.0 && a <= cf + 1e-9), || {
+        format!("{label}: avg_running_reqs {avg:?} outside (0, {conc}]")
+    });
+    c.check(
+        f(cell, "effective_concurrency")
+            .zip(avg)
+            .is_some_and(|(e, a)| (e - (a * 10.0).round() / 10.0).abs() < 1e-9),
+        || {
+            format!(
+                "{label}: effective_concurrency {} != avg_running_reqs {avg:?} rounded to 0.1",
+                cell["effective_concurrency"]
+            )
+        },
+    );
+    c.check(
+        f(cell, "max_queue_reqs") == Some(0.0) && f(cell, "queue_fraction") == Some(0.0),
+        || {
+            format!(
+                "{label}: max_queue_reqs {} queue_fraction {}: C={conc} fits the server, nothing may queue",
+                cell["max_queue_reqs"], cell["queue_fraction"]
+            )
+        },
+    );
+    let window = f(cell, "measurement_seconds").and_then(|w| window_of(run, &label, w));
+    c.check(window.is_some(), || {
+        format!("{label}: no `ready {label}` / `cell done {label}` lines on servebench's stderr")
+    });
+    let Some((ws, we)) = window else { return };
+    let inside: Vec<f64> = run
+        .polls
+        .iter()
+        .filter(|p| p.at >= ws && p.at <= we)
+        .filter_map(|p| p.running)
+        .collect();
+    let own_avg = (!inside.is_empty()).then(|| inside.iter().sum::<f64>() / inside.len() as f64);
+    let own_max_waiting = run
+        .polls
+        .iter()
+        .filter(|p| p.at >= ws && p.at <= we)
+        .filter_map(|p| p.waiting)
+        .fold(0.0, f64::max);
+    eprintln!(
+        "e2e {label}: avg_running_reqs {avg:?} (own scrapes: {own_avg:?} over {} polls, max waiting \
+         {own_max_waiting}), ready_reason {ready:?}",
+        inside.len()
+    );
+    // Both are averages of the same gauge over the same window at different instants (≥ 2
+    // servebench samples, ~10 per second here): within a quarter of C (a restart gap caught by
+    // one of few samples), and ≈ C while the streams keep C requests running.
+    if let (Some(a), Some(o)) = (avg, own_avg) {
+        let tol = 0.25 * cf + 0.1;
+        c.check((a - o).abs() <= tol || starved, || {
+            format!("{label}: avg_running_reqs {a:.2} but the test's own scrapes average {o:.2} running requests in the window (± {tol:.2})")
+        });
+        c.check(o >= 0.7 * cf || starved, || {
+            format!("{label}: only {o:.2} of C={conc} requests ran on average in the window (own scrapes)")
+        });
+    }
+
+    // KV cache, preemptions, counter resets.
+    c.check(cell["server_counter_reset"] == Value::Bool(false), || {
+        format!(
+            "{label}: server_counter_reset {}",
+            cell["server_counter_reset"]
+        )
+    });
+    match env.engine {
+        Engine::Vllm => {
+            let kv = f(cell, "server_kv_usage_avg");
+            c.check(kv.is_some_and(|k| k > 0.0 && k <= 1.0), || {
+                format!("{label}: server_kv_usage_avg {kv:?} outside (0, 1]")
+            });
+            c.check(u(cell, "server_preemptions") == Some(0), || {
+                format!(
+                    "{label}: server_preemptions {} with a 1 GiB KV cache",
+                    cell["server_preemptions"]
+                )
+            });
+            // The window delta of vllm:generation_tokens_total lies between the test's inner
+            // and outer scrape brackets of the window (± one scrape period of tokens).
+            let server = f(cell, "server_output_tokens");
+            let ((b0, a0), (b1, a1)) = (polls_around(&run.polls, ws), polls_around(&run.polls, we));
+            let gen = |p: Option<&Poll>| p.and_then(|p| p.generated);
+            if let (Some(sv), Some(lo0), Some(hi0), Some(lo1), Some(hi1)) =
+                (server, gen(b0), gen(a0), gen(b1), gen(a1))
+            {
+                let (inner, outer) = (lo1 - hi0, hi1 - lo0);
+                let slack = 0.1 * sv + 4.0 * cf;
+                eprintln!("e2e {label}: server_output_tokens {sv} within own brackets [{inner}, {outer}]?");
+                c.check(
+                    (sv >= inner - slack && sv <= outer + slack) || starved,
+                    || format!("{label}: server_output_tokens {sv} outside the test's own window delta of {} [{inner}, {outer}] (± {slack:.0})", env.engine.generation_counter()),
+                );
+            }
+        }
+        Engine::LlamaCpp => {
+            c.check(cell["server_kv_usage_avg"].is_null(), || {
+                format!(
+                    "{label}: server_kv_usage_avg {} but llama-server has no KV usage gauge",
+                    cell["server_kv_usage_avg"]
+                )
+            });
+        }
+    }
+
+    // Speculative decoding.
+    let rate = f(cell, "server_spec_accept_rate");
+    let len = f(cell, "server_spec_accept_length");
+    if !spec.spec_decode {
+        c.check(rate.is_none() && len.is_none(), || {
+            format!("{label}: server_spec_accept_rate {rate:?} / length {len:?} without speculative decoding")
+        });
+        return;
+    }
+    c.check(rate.is_some_and(|r| r > 0.0 && r <= 1.0), || {
+        format!("{label}: server_spec_accept_rate {rate:?}, want in (0, 1] (speculative decoding is on)")
+    });
+    c.check(len.is_some_and(|l| l > 1.0), || {
+        format!("{label}: server_spec_accept_length {len:?}, want > 1 (speculative decoding is on)")
+    });
+    // The test's own deltas over the window, from the polls just after each edge (servebench
+    // scrapes right after the window opens and right before the streams are cut) and, as a
+    // second estimate, just before each edge; servebench's value must be close to one of them.
+    let (b0, a0) = polls_around(&run.polls, ws);
+    let (b1, a1) = polls_around(&run.polls, we);
+    let own: Vec<(f64, f64)> = [(a0, a1), (b0, b1), (a0, b1)]
+        .into_iter()
+        .filter_map(|(x, y)| poll_spec(x?, y?))
+        .collect();
+    eprintln!(
+        "e2e {label}: spec acceptance rate {rate:?} length {len:?}; own counter deltas (rate, length) {own:?}"
+    );
+    c.check(!own.is_empty(), || {
+        format!("{label}: the test's own /metrics scrapes saw no speculative drafts in the window")
+    });
+    if let (Some(r), Some(l)) = (rate, len) {
+        let (rate_tol, len_tol) = if starved { (0.1, 0.3) } else { (0.03, 0.1) };
+        c.check(
+            own.iter().any(|&(or, _)| (or - r).abs() <= rate_tol),
+            || format!("{label}: server_spec_accept_rate {r:.4} differs from the test's own Δaccepted/Δdraft tokens {own:?} by more than {rate_tol}"),
+        );
+        c.check(
+            own.iter().any(|&(_, ol)| (ol - l).abs() <= len_tol),
+            || format!("{label}: server_spec_accept_length {l:.4} differs from the test's own 1 + Δaccepted/Δdrafts {own:?} by more than {len_tol}"),
+        );
+    }
+}
+
 fn summary_value(json: &Value, ctx: u64, conc: u64) -> Option<f64> {
     json["summary_table"]
         .get(ctx.to_string())?
@@ -1008,6 +1426,7 @@ fn summary(
 fn run_and_check(spec: RunSpec) {
     let _guard = SERVER.lock().unwrap_or_else(|e| e.into_inner());
     let env = E2eEnv::from_env();
+    let kv_truth = server_kv_tokens(&env);
     let before = scrape_generated(&env);
     let run = run_servebench(&env, &spec);
     // Streams cut at the last window end are aborted by the server shortly after.
@@ -1044,7 +1463,7 @@ fn run_and_check(spec: RunSpec) {
         c.check(!text.contains("panicked"), || "servebench panicked".into());
     }
     check_schema(json, &mut c);
-    check_metadata(&env, &spec, json, &mut c);
+    check_metadata(&env, &spec, json, kv_truth, &mut c);
 
     let cells = json["results"].as_array().cloned().unwrap_or_default();
     let got: BTreeSet<(u64, u64)> = cells
@@ -1069,6 +1488,7 @@ fn run_and_check(spec: RunSpec) {
     let mut totals = Totals::default();
     for cell in &cells {
         check_cell(&env, &spec, json, cell, &mut totals, &mut c);
+        check_telemetry(&env, &spec, cell, &run, &mut c);
     }
     check_prefill(&spec, json, &mut c);
     check_event_log(&spec, json, &mut c);
@@ -1076,7 +1496,7 @@ fn run_and_check(spec: RunSpec) {
     // Client tokens against the server's usage: across all request samples, the events the
     // client saw and the tokens the server reported must be close — most events carry exactly
     // one token; the rest are multi-token chunks that only usage can count.
-    if totals.sample_output_tokens > 0 {
+    if totals.sample_output_tokens > 0 && !spec.spec_decode {
         let ratio = totals.sample_token_events as f64 / totals.sample_output_tokens as f64;
         eprintln!(
             "e2e {}: request samples: {} token events for {} output tokens (usage) = {ratio:.3} events/token",
@@ -1166,6 +1586,8 @@ fn chat_matrix_against_real_engine() {
         duration: 5.0,
         max_tokens: 256,
         decode_warmup_s: 2.0,
+        spec_decode: spec_decode_env().is_some(),
+        temperature: None,
     });
 }
 
@@ -1181,6 +1603,42 @@ fn completions_endpoint_against_real_engine() {
         duration: 3.0,
         max_tokens: 256,
         decode_warmup_s: 0.0,
+        spec_decode: spec_decode_env().is_some(),
+        temperature: None,
+    });
+}
+
+/// `SERVEBENCH_E2E_SPEC` (e.g. `ngram`): the engine was started with speculative decoding.
+fn spec_decode_env() -> Option<String> {
+    std::env::var("SERVEBENCH_E2E_SPEC")
+        .ok()
+        .filter(|v| !v.trim().is_empty())
+}
+
+/// Against an engine with speculative decoding (vLLM `--speculative-config` ngram, set
+/// `SERVEBENCH_E2E_SPEC=ngram`; `scripts/ci/e2e-vllm-spec.sh`): acceptance rate and length are
+/// reported for every cell, non-zero, and equal to the counter deltas the test scrapes itself
+/// around each window. Long requests (no request ends inside a window) make the scheduler show
+/// exactly C running requests. Without `SERVEBENCH_E2E_SPEC` it does nothing.
+#[test]
+#[ignore = "needs a real engine with speculative decoding: set SERVEBENCH_E2E_URL, SERVEBENCH_E2E_ENGINE and SERVEBENCH_E2E_SPEC, run with --ignored"]
+fn spec_decode_against_real_engine() {
+    if spec_decode_env().is_none() {
+        eprintln!("spec_decode_against_real_engine: SERVEBENCH_E2E_SPEC is not set; nothing to do");
+        return;
+    }
+    run_and_check(RunSpec {
+        name: "spec-decode",
+        endpoint: "chat",
+        concurrency: vec![1, 2],
+        contexts: vec![0],
+        duration: 5.0,
+        max_tokens: 1536,
+        decode_warmup_s: 0.0,
+        spec_decode: true,
+        // Greedy: the random-weight model then repeats itself and n-gram drafts get accepted
+        // (at the server's default temperature 1 the output is noise and nothing is accepted).
+        temperature: Some(0.0),
     });
 }
 
@@ -1213,4 +1671,64 @@ fn dechunk_joins_chunks() {
     let body = b"4\r\nabcd\r\n3;ext=1\r\nefg\r\n0\r\n\r\n";
     assert_eq!(dechunk(body).unwrap(), b"abcdefg");
     assert!(dechunk(b"zz\r\n").is_err());
+}
+
+#[test]
+fn kv_tokens_from_the_vllm_capture() {
+    let text = std::fs::read_to_string(concat!(
+        env!("CARGO_MANIFEST_DIR"),
+        "/../../tests/data/engines/local-captures/vllm-metrics.txt"
+    ))
+    .expect("vLLM capture");
+    // 1 GiB of KV: 4,096 blocks × 128 tokens.
+    assert_eq!(vllm_kv_tokens(&text), Some(524_288));
+    assert_eq!(
+        vllm_kv_tokens("vllm:cache_config_info{block_size=\"16\",num_gpu_blocks=\"10\"} 1.0\n"),
+        Some(160)
+    );
+    assert_eq!(vllm_kv_tokens("vllm:num_requests_running 1\n"), None);
+}
+
+#[test]
+fn windows_come_from_the_last_ready_line_of_a_label() {
+    use std::os::unix::process::ExitStatusExt;
+    let t0 = Instant::now();
+    let at = |ms: u64| t0 + Duration::from_millis(ms);
+    let lines = [
+        (0, "12:00:00 ready C=1 ctx=512 running_reqs=1/1, ..."), // hidden warmup
+        (2000, "12:00:02 cell done C=1 ctx=512 90.0 tok/s"),
+        (3000, "12:00:03 ready C=1 ctx=5120 running_reqs=1/1, ..."),
+        (5000, "12:00:05 ready C=1 ctx=512 running_reqs=1/1, ..."),
+        (10100, "12:00:10 cell done C=1 ctx=512 91.0 tok/s"),
+    ];
+    let run = RunOutput {
+        status: ExitStatus::from_raw(0),
+        stdout: String::new(),
+        stderr: String::new(),
+        json: None,
+        wall: Duration::ZERO,
+        json_path: PathBuf::new(),
+        stderr_lines: lines
+            .iter()
+            .map(|&(ms, l)| (at(ms), l.to_string()))
+            .collect(),
+        polls: Vec::new(),
+    };
+    let (s, e) = window_of(&run, "C=1 ctx=512", 5.0).expect("window");
+    assert_eq!(s, at(5020));
+    assert_eq!(e, at(10020));
+    assert!(window_of(&run, "C=2 ctx=0", 5.0).is_none());
+    let p = |drafts: f64, draft_tokens: f64, accepted: f64| Poll {
+        at: t0,
+        generated: None,
+        running: None,
+        waiting: None,
+        drafts: Some(drafts),
+        draft_tokens: Some(draft_tokens),
+        accepted: Some(accepted),
+    };
+    // The vLLM capture's lifetime ratios: 328 / 432 and 1 + 328 / 160.
+    let (rate, len) = poll_spec(&p(0.0, 0.0, 0.0), &p(160.0, 432.0, 328.0)).unwrap();
+    assert!((rate - 328.0 / 432.0).abs() < 1e-12 && (len - 3.05).abs() < 1e-12);
+    assert!(poll_spec(&p(5.0, 15.0, 3.0), &p(5.0, 15.0, 3.0)).is_none());
 }

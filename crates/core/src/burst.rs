@@ -23,7 +23,7 @@ use tokio_util::sync::CancellationToken;
 use crate::aggregate::fill_request_stats;
 use crate::events::{CellProgress, EventSink, Phase, RunEvent};
 use crate::plan::CellSpec;
-use crate::stream::{run_stream, StreamHooks};
+use crate::stream::{run_single, run_stream, StreamHooks};
 use crate::target::HttpClient;
 use crate::telemetry::{apply_window, Sampler, ServerSample, Telemetry};
 
@@ -175,17 +175,7 @@ pub async fn run_burst_cell(
 
     let mut scout = None;
     if let Some(body) = job.scout_body.clone() {
-        let out = run_stream(
-            client,
-            &mut None,
-            path,
-            body,
-            StreamHooks {
-                cancel: Some(run_cancel),
-                ..Default::default()
-            },
-        )
-        .await;
+        let out = run_single(client, path, body, run_cancel).await;
         if run_cancel.is_cancelled() {
             return interrupted(result, None);
         }

@@ -31,7 +31,7 @@ use crate::aggregate::fill_request_stats;
 use crate::events::{CellProgress, EventSink, Phase, RunEvent};
 use crate::plan::CellSpec;
 use crate::procstat::process_cpu_seconds;
-use crate::stream::{run_stream, StreamHooks, StreamOutcome, WindowClock};
+use crate::stream::{run_single, run_stream, StreamHooks, StreamOutcome, WindowClock};
 use crate::target::HttpClient;
 use crate::telemetry::{
     apply_window, server_readiness, Sampler, ServerReadiness, ServerSample, Telemetry, TimedScrape,
@@ -162,17 +162,7 @@ pub async fn run_sustained_cell(
     let mut scout_record = None;
     if let Some(body) = job.scout_body.clone() {
         progress(Phase::Scout, 0, None, None);
-        let out = run_stream(
-            client,
-            &mut None,
-            settings.path,
-            body,
-            StreamHooks {
-                cancel: Some(run_cancel),
-                ..Default::default()
-            },
-        )
-        .await;
+        let out = run_single(client, settings.path, body, run_cancel).await;
         if run_cancel.is_cancelled() {
             return interrupted(result, t_cell, None);
         }
@@ -489,6 +479,17 @@ pub async fn run_sustained_cell(
         result.client_cpu_util = Some(cpu / window_s);
     }
     result.client_max_tick_lag_ms = Some(max_lag_ms);
+    let mut delay = crate::h1::ReadDelay::default();
+    for o in outcomes
+        .iter()
+        .filter(|o| o.record.sent_at <= end && o.record.end_at >= start)
+    {
+        delay.merge(&o.read_delay);
+    }
+    if delay.reads > 0 {
+        result.client_read_delay_avg_ms = Some(delay.total_s / delay.reads as f64 * 1e3);
+        result.client_read_delay_max_ms = Some(delay.max_s * 1e3);
+    }
     if let Some(t) = telemetry {
         let mut samples: Vec<ServerSample> = Vec::with_capacity(window_samples.len() + 2);
         samples.extend(edge_start.as_ref().map(|e| t.sample_of(e)));

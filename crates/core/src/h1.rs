@@ -420,10 +420,153 @@ impl H1Conn {
                 }
             };
         let _ = io.set_nodelay(true);
+        rx_timestamps::enable(&io);
         Ok(H1Conn {
             io,
             buf: Vec::with_capacity(READ_BUF),
         })
+    }
+}
+
+/// Kernel receive timestamps (Linux `SO_TIMESTAMPNS`).
+///
+/// Every read returns the time its bytes **arrived in the kernel** (the receive timestamp of the
+/// last segment it read), converted to the monotonic clock — not the time the client got around to
+/// reading them. TTFT and ITL then do not depend on how quickly the client's threads were
+/// scheduled: on a loaded 2-vCPU machine waking a reader can take a millisecond. Where receive
+/// timestamps are unavailable the read time is used, as before.
+mod rx_timestamps {
+    use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
+
+    use tokio::io::Interest;
+    use tokio::net::TcpStream;
+
+    #[cfg(all(
+        target_os = "linux",
+        any(target_arch = "x86_64", target_arch = "aarch64")
+    ))]
+    mod sys {
+        /// `SO_TIMESTAMPNS` (= `SCM_TIMESTAMPNS`) in the generic Linux socket ABI.
+        pub const SO_TIMESTAMPNS: libc::c_int = 35;
+    }
+
+    /// Turns on receive timestamps for `io` (best effort).
+    pub fn enable(io: &TcpStream) {
+        #[cfg(all(
+            target_os = "linux",
+            any(target_arch = "x86_64", target_arch = "aarch64")
+        ))]
+        {
+            use std::os::fd::AsRawFd;
+            let one: libc::c_int = 1;
+            // SAFETY: a valid socket fd and a pointer to a c_int of the given size.
+            unsafe {
+                libc::setsockopt(
+                    io.as_raw_fd(),
+                    libc::SOL_SOCKET,
+                    sys::SO_TIMESTAMPNS,
+                    &one as *const libc::c_int as *const libc::c_void,
+                    std::mem::size_of::<libc::c_int>() as libc::socklen_t,
+                );
+            }
+        }
+        #[cfg(not(all(
+            target_os = "linux",
+            any(target_arch = "x86_64", target_arch = "aarch64")
+        )))]
+        let _ = io;
+    }
+
+    /// Converts a realtime kernel timestamp to the monotonic clock using a (monotonic, realtime)
+    /// pair taken right after the read. A timestamp in the future or older than 60 s (a clock
+    /// step) is ignored.
+    fn to_instant(kernel: SystemTime, now: Instant, now_real: SystemTime) -> Instant {
+        match now_real.duration_since(kernel) {
+            Ok(d) if d < Duration::from_secs(60) => now.checked_sub(d).unwrap_or(now),
+            _ => now,
+        }
+    }
+
+    #[cfg(all(
+        target_os = "linux",
+        any(target_arch = "x86_64", target_arch = "aarch64")
+    ))]
+    fn recv(io: &TcpStream, buf: &mut [u8]) -> std::io::Result<(usize, Instant)> {
+        use std::os::fd::AsRawFd;
+        let mut iov = libc::iovec {
+            iov_base: buf.as_mut_ptr() as *mut libc::c_void,
+            iov_len: buf.len(),
+        };
+        let mut control = [0u64; 16];
+        // SAFETY: msghdr is plain data; we fill the fields recvmsg reads.
+        let mut msg: libc::msghdr = unsafe { std::mem::zeroed() };
+        msg.msg_iov = &mut iov;
+        msg.msg_iovlen = 1;
+        msg.msg_control = control.as_mut_ptr() as *mut libc::c_void;
+        msg.msg_controllen = std::mem::size_of_val(&control) as _;
+        // SAFETY: the fd is a valid socket; iov and control point to live buffers of the given sizes.
+        let n = unsafe { libc::recvmsg(io.as_raw_fd(), &mut msg, 0) };
+        let now = Instant::now();
+        let now_real = SystemTime::now();
+        if n < 0 {
+            return Err(std::io::Error::last_os_error());
+        }
+        let mut kernel: Option<SystemTime> = None;
+        // SAFETY: CMSG_* walk the control buffer recvmsg filled, within msg_controllen.
+        unsafe {
+            let mut c = libc::CMSG_FIRSTHDR(&msg);
+            while !c.is_null() {
+                if (*c).cmsg_level == libc::SOL_SOCKET && (*c).cmsg_type == sys::SO_TIMESTAMPNS {
+                    let ts: libc::timespec =
+                        std::ptr::read_unaligned(libc::CMSG_DATA(c) as *const libc::timespec);
+                    if ts.tv_sec > 0 {
+                        kernel =
+                            Some(UNIX_EPOCH + Duration::new(ts.tv_sec as u64, ts.tv_nsec as u32));
+                    }
+                }
+                c = libc::CMSG_NXTHDR(&msg, c);
+            }
+        }
+        let at = kernel.map_or(now, |k| to_instant(k, now, now_real));
+        Ok((n as usize, at))
+    }
+
+    #[cfg(not(all(
+        target_os = "linux",
+        any(target_arch = "x86_64", target_arch = "aarch64")
+    )))]
+    fn recv(io: &TcpStream, buf: &mut [u8]) -> std::io::Result<(usize, Instant)> {
+        let n = io.try_read(buf)?;
+        Ok((n, Instant::now()))
+    }
+
+    /// Reads into `buf`; returns the bytes read and their arrival time.
+    pub async fn read(io: &TcpStream, buf: &mut [u8]) -> std::io::Result<(usize, Instant)> {
+        loop {
+            io.readable().await?;
+            match io.try_io(Interest::READABLE, || recv(io, buf)) {
+                Ok(r) => return Ok(r),
+                Err(e) if e.kind() == std::io::ErrorKind::WouldBlock => continue,
+                Err(e) => return Err(e),
+            }
+        }
+    }
+
+    #[cfg(test)]
+    mod tests {
+        use super::*;
+
+        #[test]
+        fn conversion_to_monotonic() {
+            let now = Instant::now();
+            let real = SystemTime::now();
+            let k = real - Duration::from_millis(3);
+            let at = to_instant(k, now, real);
+            assert_eq!(now - at, Duration::from_millis(3));
+            // a kernel time in the future (clock stepped back) or far in the past: read time
+            assert_eq!(to_instant(real + Duration::from_secs(1), now, real), now);
+            assert_eq!(to_instant(real - Duration::from_secs(3600), now, real), now);
+        }
     }
 }
 
@@ -437,6 +580,39 @@ pub struct H1Stream {
     finished: bool,
     /// Arrival time of the read that completed the head (for body bytes that came with it).
     head_at: Instant,
+    /// Kernel-arrival → read delays of this stream's reads.
+    read_delay: ReadDelay,
+}
+
+/// How long received bytes waited in the socket before the client read them: the gap between
+/// the kernel's receive timestamp and the read. Large values mean the client, not the server, was
+/// slow (with kernel timestamps, the measured times are still right).
+#[derive(Clone, Copy, Debug, Default, PartialEq)]
+pub struct ReadDelay {
+    /// Reads with a kernel timestamp.
+    pub reads: u64,
+    /// Sum of the delays, s.
+    pub total_s: f64,
+    /// Largest delay, s.
+    pub max_s: f64,
+}
+
+impl ReadDelay {
+    fn record(&mut self, arrived: Instant) {
+        let d = Instant::now()
+            .saturating_duration_since(arrived)
+            .as_secs_f64();
+        self.reads += 1;
+        self.total_s += d;
+        self.max_s = self.max_s.max(d);
+    }
+
+    /// Merges another stream's delays.
+    pub fn merge(&mut self, o: &ReadDelay) {
+        self.reads += o.reads;
+        self.total_s += o.total_s;
+        self.max_s = self.max_s.max(o.max_s);
+    }
 }
 
 /// Why a request could not start streaming.
@@ -475,8 +651,11 @@ pub async fn start(
     let mut tmp = vec![0u8; READ_BUF];
     let mut head_at;
     let head = loop {
-        let n = match conn.io.read(&mut tmp).await {
-            Ok(n) => n,
+        let n = match rx_timestamps::read(&conn.io, &mut tmp).await {
+            Ok((n, at)) => {
+                head_at = at;
+                n
+            }
             Err(e) if reused && conn.buf.is_empty() => {
                 let _ = e;
                 return Err(StartError::StaleConnection);
@@ -499,7 +678,6 @@ pub async fn start(
                 detail: "connection closed before the response head".into(),
             }));
         }
-        head_at = Instant::now();
         conn.buf.extend_from_slice(&tmp[..n]);
         match parse_head(&conn.buf) {
             Ok(Some(h)) => break h,
@@ -529,6 +707,7 @@ pub async fn start(
         read: tmp,
         finished: false,
         head_at,
+        read_delay: ReadDelay::default(),
     };
     if !(200..300).contains(&head.status) {
         // Read a bounded error body for the message.
@@ -591,13 +770,10 @@ impl H1Stream {
             self.finished = true;
             return Ok(None);
         }
-        let n = self
-            .conn
-            .io
-            .read(&mut self.read)
+        let (n, at) = rx_timestamps::read(&self.conn.io, &mut self.read)
             .await
             .map_err(|e| format!("stream read failed: {e}"))?;
-        let at = Instant::now();
+        self.read_delay.record(at);
         if n == 0 {
             self.finished = true;
             return match self.decoder.framing {
@@ -612,6 +788,11 @@ impl H1Stream {
             self.finished = true;
         }
         Ok(Some(at))
+    }
+
+    /// Kernel-arrival → read delays of this stream so far.
+    pub fn read_delay(&self) -> ReadDelay {
+        self.read_delay
     }
 
     /// The connection, if the body was read completely and the server keeps it alive.

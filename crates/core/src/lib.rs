@@ -17,6 +17,7 @@ pub mod prompt;
 pub mod runner;
 pub mod stream;
 pub mod target;
+pub mod task;
 pub mod telemetry;
 
 pub use error::{ConfigError, HttpError};

@@ -23,7 +23,7 @@ use servebench_results::{CellStatus, JsonObject, PrefillRow};
 use servebench_sse::RequestRecord;
 use tokio_util::sync::CancellationToken;
 
-use crate::stream::{run_stream, StreamHooks};
+use crate::stream::run_single;
 use crate::target::HttpClient;
 use crate::telemetry::Telemetry;
 
@@ -194,17 +194,7 @@ pub async fn measure_prefill_once(
         (Some(t), true) => wait_idle(t, cancel).await,
         _ => None,
     };
-    let out = run_stream(
-        client,
-        &mut None,
-        path,
-        body,
-        StreamHooks {
-            cancel: Some(cancel),
-            ..Default::default()
-        },
-    )
-    .await;
+    let out = run_single(client, path, body, cancel).await;
     if cancel.is_cancelled() {
         return Err("interrupted".into());
     }

@@ -34,7 +34,7 @@ use crate::prompt::{
     size_exact, streaming_payload, template_id, tokenize_count, warmup_prefix, CalibrationCache,
     CalibrationEntry, PromptInput, RequestOptions, SizedPrompt, Targeting,
 };
-use crate::stream::{run_stream, StreamHooks};
+use crate::stream::run_single;
 use crate::target::{HttpClient, Target};
 use crate::telemetry::Telemetry;
 
@@ -221,17 +221,7 @@ impl Ctx<'_> {
 
     /// One unrecorded streaming request (JIT probe, warmups). Errors are logged, not fatal.
     async fn unrecorded(&self, what: &str, body: bytes::Bytes) {
-        let out = run_stream(
-            &self.client,
-            &mut None,
-            self.path(),
-            body,
-            StreamHooks {
-                cancel: Some(self.cancel),
-                ..Default::default()
-            },
-        )
-        .await;
+        let out = run_single(&self.client, self.path(), body, self.cancel).await;
         match out.record.error {
             Some(e) if !self.cancel.is_cancelled() => {
                 self.events.log(format!("{what} failed: {e}"))

@@ -77,6 +77,9 @@ pub struct StreamOutcome {
     pub window_token_events: u64,
     /// Answer text (`content`) and reasoning text, when capture was requested.
     pub text: Option<CapturedText>,
+    /// How long received bytes waited in the kernel before this stream read them (plain-HTTP
+    /// targets with kernel receive timestamps; zero reads otherwise).
+    pub read_delay: crate::h1::ReadDelay,
 }
 
 /// Text of a response, captured for task scoring.
@@ -193,15 +196,21 @@ impl<'h, 'a> Accounting<'h, 'a> {
     }
 
     fn failed(&self) -> bool {
-        self.tracker.error().is_some()
+        self.tracker.error().is_some() || self.framer.overflowed()
     }
 
     fn close(
         self,
         clean_eof: bool,
         cancelled: bool,
-        transport_error: Option<String>,
+        mut transport_error: Option<String>,
     ) -> StreamOutcome {
+        if self.framer.overflowed() {
+            transport_error = Some(format!(
+                "malformed SSE stream: a line or event exceeded {} MiB",
+                servebench_sse::MAX_EVENT_BYTES / (1024 * 1024)
+            ));
+        }
         let mut record = self.tracker.finish(Instant::now(), clean_eof, cancelled);
         if let Some(te) = transport_error {
             if !cancelled {
@@ -218,6 +227,7 @@ impl<'h, 'a> Accounting<'h, 'a> {
             window_tokens: self.le_end.saturating_sub(self.lt_start),
             window_token_events: self.window_events,
             text: self.text,
+            read_delay: crate::h1::ReadDelay::default(),
         }
     }
 }
@@ -230,6 +240,7 @@ fn failed_before_stream(sent_at: Instant, err: String) -> StreamOutcome {
         window_tokens: 0,
         window_token_events: 0,
         text: None,
+        read_delay: crate::h1::ReadDelay::default(),
     }
 }
 
@@ -240,6 +251,7 @@ fn cancelled_before_stream(sent_at: Instant) -> StreamOutcome {
         window_tokens: 0,
         window_token_events: 0,
         text: None,
+        read_delay: crate::h1::ReadDelay::default(),
     }
 }
 
@@ -248,6 +260,27 @@ async fn cancelled(c: Option<&CancellationToken>) {
         Some(c) => c.cancelled().await,
         None => std::future::pending().await,
     }
+}
+
+/// One stand-alone request (scout, prefill sample, warmup) on a fresh connection, cut only by
+/// `cancel`.
+pub async fn run_single(
+    client: &HttpClient,
+    path: &str,
+    body: Bytes,
+    cancel: &CancellationToken,
+) -> StreamOutcome {
+    run_stream(
+        client,
+        &mut None,
+        path,
+        body,
+        StreamHooks {
+            cancel: Some(cancel),
+            ..Default::default()
+        },
+    )
+    .await
 }
 
 /// Sends one streaming request and reads it to the end (or until cancelled).
@@ -335,10 +368,13 @@ async fn run_stream_h1(
             break;
         }
     }
+    let read_delay = stream.read_delay();
     if clean_eof {
         *slot = stream.into_reusable();
     }
-    acc.close(clean_eof, was_cancelled, transport_error)
+    let mut out = acc.close(clean_eof, was_cancelled, transport_error);
+    out.read_delay = read_delay;
+    out
 }
 
 async fn run_stream_reqwest(

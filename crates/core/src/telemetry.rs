@@ -43,9 +43,12 @@ pub struct ServerSample {
     pub spec_accept_length: Option<f64>,
 }
 
-/// A scrape with its arrival time.
+/// A scrape with its request and arrival times. The server read its counters somewhere in
+/// between (a slow answer or a client starved of CPU makes that interval long).
 #[derive(Clone, Debug)]
 pub struct TimedScrape {
+    /// When the request was started.
+    pub sent: Instant,
     /// Arrival time of the answer.
     pub at: Instant,
     /// Parsed exposition.
@@ -72,8 +75,10 @@ impl Telemetry {
 
     /// One scrape; `None` when it failed (unknown, never zero).
     pub async fn scrape(&self) -> Option<TimedScrape> {
+        let sent = Instant::now();
         let s = scrape_metrics(&self.client, SCRAPE_TIMEOUT).await.ok()?;
         Some(TimedScrape {
+            sent,
             at: Instant::now(),
             scrape: s,
         })
@@ -197,7 +202,8 @@ pub fn server_readiness(
 /// * `client_tokens`: tokens the client credited to the window; `window_s`: its length.
 ///
 /// Adds a warning when client and server token counts disagree by more than
-/// max(5 %, 2·C tokens) after scaling the server delta to the window length.
+/// max(5 %, 2·C tokens) after scaling the server delta to the window length, for every instant
+/// inside the two scrapes (request → answer) at which the server may have read its counters.
 #[allow(clippy::too_many_arguments)]
 pub fn apply_window(
     cell: &mut CellResult,
@@ -217,7 +223,13 @@ pub fn apply_window(
             // the window: unusable for a window (null, not a wrong number).
             w.generation_tokens = None;
         }
-        let dt = b.at.saturating_duration_since(a.at).as_secs_f64();
+        // Each scrape read the counters somewhere between its request and its answer: the
+        // interval between the two readings is best estimated from the midpoints and lies
+        // between `dt_min` and `dt_max` (arrival times alone overstate a slow first answer).
+        let secs = |x: Instant, y: Instant| y.saturating_duration_since(x).as_secs_f64();
+        let dt = (secs(a.sent, b.sent) + secs(a.at, b.at)) / 2.0;
+        let dt_min = secs(a.at, b.sent);
+        let dt_max = secs(a.sent, b.at);
         if let Some(g) = w.generation_tokens {
             cell.server_output_tokens = Some(g.round().max(0.0) as u64);
             if dt > 0.0 {
@@ -225,9 +237,18 @@ pub fn apply_window(
             }
             if dt > 0.0 && g > 0.0 && !w.any_reset {
                 let scaled = g * window_s / dt;
-                let diff = (client_tokens as f64 - scaled).abs();
+                // Only a difference that no reading time inside the scrapes explains.
+                let lo = g * window_s / dt_max;
+                let hi = if dt_min > 0.0 {
+                    g * window_s / dt_min
+                } else {
+                    f64::INFINITY
+                };
+                let client = client_tokens as f64;
+                let diff = (client - scaled).abs();
+                let unexplained = (lo - client).max(client - hi).max(0.0);
                 let tol = (0.05 * scaled).max(2.0 * c as f64);
-                if diff > tol {
+                if unexplained > tol {
                     cell.warnings.push(format!(
                         "client counted {client_tokens} tokens in the window but the server generated {scaled:.0} \
                          (Prometheus, scaled to the window): {:.1}% apart",
@@ -327,6 +348,65 @@ mod tests {
         assert_eq!(
             server_readiness(&sample(4.0, 0.0), 4, false, 2048, 0).failing,
             "no_generation"
+        );
+    }
+
+    fn timed(sent: Instant, latency_ms: u64, generated: f64) -> TimedScrape {
+        let text = format!(
+            "# TYPE vllm:generation_tokens_total counter\n\
+             vllm:generation_tokens_total{{engine=\"0\",model_name=\"m\"}} {generated}\n"
+        );
+        TimedScrape {
+            sent,
+            at: sent + Duration::from_millis(latency_ms),
+            scrape: Scrape::parse(&text).unwrap(),
+        }
+    }
+
+    #[test]
+    fn slow_scrape_answer_is_not_a_token_mismatch() {
+        // A 5 s window; the first scrape's answer took 650 ms (client starved of CPU): the
+        // server's 1,132 tokens match the client's 1,136, whatever instant inside the scrapes
+        // the counters were read at.
+        let t0 = Instant::now();
+        let (a, b) = (
+            timed(t0, 650, 0.0),
+            timed(t0 + Duration::from_secs(5), 10, 1132.0),
+        );
+        let mut cell = CellResult::default();
+        apply_window(
+            &mut cell,
+            Engine::Vllm,
+            Some(&a),
+            Some(&b),
+            &[],
+            4,
+            1136,
+            5.0,
+        );
+        assert_eq!(cell.server_output_tokens, Some(1132));
+        assert!(cell.warnings.is_empty(), "{:?}", cell.warnings);
+        // Midpoint interval: (5.0 + 4.36) / 2 = 4.68 s.
+        let tps = cell.server_gen_throughput.unwrap();
+        assert!((tps - 1132.0 / 4.68).abs() < 0.5, "{tps}");
+        // A real disagreement still warns.
+        let mut cell = CellResult::default();
+        apply_window(
+            &mut cell,
+            Engine::Vllm,
+            Some(&a),
+            Some(&b),
+            &[],
+            4,
+            700,
+            5.0,
+        );
+        assert!(
+            cell.warnings
+                .iter()
+                .any(|w| w.contains("client counted 700")),
+            "{:?}",
+            cell.warnings
         );
     }
 

@@ -452,6 +452,12 @@ pub struct CellResult {
     pub server_counter_reset: Option<bool>,
     /// Scheduler samples (scrapes) behind the averages.
     pub server_samples: Option<u64>,
+    /// Mean time received bytes waited in the kernel before the client read them, ms (requests
+    /// of the window; kernel receive timestamps). Timing uses the kernel's arrival times, so this
+    /// shows how far behind the client ran without distorting TTFT or ITL.
+    pub client_read_delay_avg_ms: Option<f64>,
+    /// Largest such wait, ms.
+    pub client_read_delay_max_ms: Option<f64>,
     /// Warnings about this cell (usage not continuous, short outputs under ignore_eos, …).
     pub warnings: Vec<String>,
 }

@@ -79,7 +79,14 @@ pub struct SseFramer {
     pending_lf: bool,
     /// No line has been processed yet (byte order mark check).
     at_start: bool,
+    /// A line or an event exceeded [`MAX_EVENT_BYTES`]; its bytes were dropped.
+    overflow: bool,
 }
+
+/// Largest line or event the framer buffers (16 MiB). A server that streams more without a line
+/// break is broken (or hostile); the framer drops the bytes and reports
+/// [`SseFramer::overflowed`] instead of growing without bound.
+pub const MAX_EVENT_BYTES: usize = 16 * 1024 * 1024;
 
 impl Default for SseFramer {
     fn default() -> Self {
@@ -99,7 +106,13 @@ impl SseFramer {
             event_text: String::new(),
             pending_lf: false,
             at_start: true,
+            overflow: false,
         }
+    }
+
+    /// True once a line or event exceeded [`MAX_EVENT_BYTES`] (the stream is unusable).
+    pub fn overflowed(&self) -> bool {
+        self.overflow
     }
 
     /// Forget any partial line or pending event and start a new body (buffers keep their capacity).
@@ -110,6 +123,7 @@ impl SseFramer {
         self.data_at = None;
         self.pending_lf = false;
         self.at_start = true;
+        self.overflow = false;
     }
 
     /// Feed the bytes of one read that arrived at `at`; `on_event` is called, in order, for every
@@ -150,6 +164,11 @@ impl SseFramer {
             }
         }
         self.line.extend_from_slice(rest);
+        if self.line.len() > MAX_EVENT_BYTES || self.data.len() > MAX_EVENT_BYTES {
+            self.overflow = true;
+            self.line.clear();
+            self.data.clear();
+        }
     }
 
     /// End of body at `at`: dispatch a final event that was not followed by a blank line (see the

@@ -51,5 +51,5 @@ mod framer;
 mod tracker;
 
 pub use decode::{decode, decode_event, Chunk, Decoded, Timings, Usage, EMPTY_PAYLOAD};
-pub use framer::{SseEvent, SseFramer};
+pub use framer::{SseEvent, SseFramer, MAX_EVENT_BYTES};
 pub use tracker::{RequestRecord, RequestTracker, ERR_INTERRUPTED, ERR_NO_DONE, ERR_NO_OUTPUT};

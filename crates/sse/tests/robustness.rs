@@ -193,3 +193,18 @@ fn huge_and_odd_numbers_do_not_fail_usage() {
         }
     }
 }
+
+#[test]
+fn an_endless_line_is_bounded_and_reported() {
+    let t0 = std::time::Instant::now();
+    let mut f = servebench_sse::SseFramer::new();
+    let chunk = vec![b'x'; 1024 * 1024];
+    let mut events = 0;
+    for _ in 0..20 {
+        f.push(&chunk, t0, |_| events += 1);
+    }
+    assert!(f.overflowed());
+    assert_eq!(events, 0);
+    f.reset();
+    assert!(!f.overflowed());
+}
