@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # End-to-end check of servebench against a real llama.cpp llama-server (called by
-# .ci/run when SERVEBENCH_CI_LLAMA=1). Runs the ignored tests of
+# .ci/run unless SERVEBENCH_CI_LLAMA=0). Runs the ignored tests of
 # crates/cli/tests/e2e_real_engine.rs against it: a chat matrix (C 1,2,4 x context
 # 0,512) and a short /v1/completions run. llama-server sends usage only at the end
 # of a stream, so the truthful aggregate source there is

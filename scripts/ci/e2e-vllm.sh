@@ -21,3 +21,6 @@ if [ -n "${SERVEBENCH_BIN:-}" ]; then
 fi
 SERVEBENCH_E2E_ENGINE=vllm \
   cargo test -p servebench --test e2e_real_engine -- --ignored --nocapture
+# Prefill (standalone, Prometheus validation, warm prefix) and Burst / E2E layers.
+SERVEBENCH_E2E_ENGINE=vllm \
+  cargo test -p servebench --test e2e_layers -- --ignored --nocapture

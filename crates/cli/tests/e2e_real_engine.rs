@@ -858,11 +858,28 @@ fn check_cell(
                 } else {
                     (0.6, format!(", loose: client tick lag {lag:.0} ms"))
                 };
-                let tol = (rel * tokens as f64).max(8.0 * conc as f64);
+                // The delta covers the time between the server's two counter readings
+                // (`server_window_seconds`), each somewhere inside its scrape's request →
+                // answer interval (`server_scrapes`): compare with the client's rate over that
+                // time, allowing the tokens of that uncertainty.
+                let window = f(cell, "measurement_seconds").unwrap_or(0.0);
+                let between = f(cell, "server_window_seconds");
+                let sc = &cell["server_scrapes"];
+                let half = |a: &str, b: &str| {
+                    (sc[b].as_f64().unwrap_or(0.0) - sc[a].as_f64().unwrap_or(0.0)).max(0.0) / 2.0
+                };
+                let unsure =
+                    half("start_sent_s", "start_answered_s") + half("end_sent_s", "end_answered_s");
+                let rate = tokens as f64 / window.max(1e-9);
+                let expect = between.map_or(tokens as f64, |b| rate * b);
+                let tol = (rel * expect).max(8.0 * conc as f64) + rate * unsure;
                 c.check(
-                    server.is_some_and(|sv| (sv as f64 - tokens as f64).abs() <= tol),
-                    || format!("{label}: server_output_tokens {server:?} vs client_output_tokens {tokens}: more than {tol:.0} apart (vllm:generation_tokens_total window delta{lag_note})"),
+                    server.is_some_and(|sv| (sv as f64 - expect).abs() <= tol),
+                    || format!("{label}: server_output_tokens {server:?} vs {expect:.0} expected from client_output_tokens {tokens} over server_window_seconds {between:?}: more than {tol:.0} apart (vllm:generation_tokens_total window delta{lag_note})"),
                 );
+                c.check(between.is_some() && sc.is_object(), || {
+                    format!("{label}: server_window_seconds {between:?} / server_scrapes {sc} missing with /metrics available")
+                });
             }
         }
         // llama-server credits llamacpp:tokens_predicted_total only when a request finishes
@@ -1214,7 +1231,22 @@ fn check_telemetry(env: &E2eEnv, spec: &RunSpec, cell: &Value, run: &RunOutput, 
             // The window delta of vllm:generation_tokens_total lies between the test's inner
             // and outer scrape brackets of the window (± one scrape period of tokens).
             let server = f(cell, "server_output_tokens");
-            let ((b0, a0), (b1, a1)) = (polls_around(&run.polls, ws), polls_around(&run.polls, we));
+            // servebench's counter readings happened inside its edge scrapes' request → answer
+            // intervals (`server_scrapes`, s from the window's opening), not exactly at the
+            // window edges: bracket those intervals with the test's own polls.
+            let sc = &cell["server_scrapes"];
+            let at = |k: &str, edge: Instant| {
+                let x = sc[k].as_f64().unwrap_or(0.0);
+                if x >= 0.0 {
+                    ws + Duration::from_secs_f64(x)
+                } else {
+                    ws.checked_sub(Duration::from_secs_f64(-x)).unwrap_or(edge)
+                }
+            };
+            let (s0, s1) = (at("start_sent_s", ws), at("start_answered_s", ws));
+            let (e0, e1) = (at("end_sent_s", we), at("end_answered_s", we));
+            let ((b0, _), (_, a0)) = (polls_around(&run.polls, s0), polls_around(&run.polls, s1));
+            let ((b1, _), (_, a1)) = (polls_around(&run.polls, e0), polls_around(&run.polls, e1));
             let gen = |p: Option<&Poll>| p.and_then(|p| p.generated);
             if let (Some(sv), Some(lo0), Some(hi0), Some(lo1), Some(hi1)) =
                 (server, gen(b0), gen(a0), gen(b1), gen(a1))

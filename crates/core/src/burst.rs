@@ -25,7 +25,7 @@ use crate::events::{CellProgress, EventSink, Phase, RunEvent};
 use crate::plan::CellSpec;
 use crate::stream::{run_single, run_stream, StreamHooks};
 use crate::target::HttpClient;
-use crate::telemetry::{apply_window, Sampler, ServerSample, Telemetry};
+use crate::telemetry::{apply_window, scrape_times, Sampler, ServerSample, Telemetry};
 
 /// Scrape period while a burst runs.
 const SAMPLE_EVERY: Duration = Duration::from_millis(500);
@@ -226,7 +226,7 @@ pub async fn run_burst_cell(
     let stop_sampler = CancellationToken::new();
     let sampler = telemetry.map(|t| Sampler::spawn(t.clone(), SAMPLE_EVERY, stop_sampler.clone()));
     let edge_start = match telemetry {
-        Some(t) => t.scrape().await,
+        Some(t) => t.edge_scrape().await,
         None => None,
     };
     events.log(format!(
@@ -269,7 +269,7 @@ pub async fn run_burst_cell(
     };
     let end = Instant::now();
     let edge_end = match telemetry {
-        Some(t) => t.scrape().await,
+        Some(t) => t.edge_scrape().await,
         None => None,
     };
     stop_sampler.cancel();
@@ -328,6 +328,9 @@ pub async fn run_burst_cell(
             tokens,
             wall,
         );
+        if let (Some(a), Some(b)) = (&edge_start, &edge_end) {
+            result.server_scrapes = Some(scrape_times(start, a, b));
+        }
         // A burst ramps up and drains by design: only queueing marks it capacity-limited.
         result.underfilled = false;
         result.capacity_limited = result.avg_queue_reqs.unwrap_or(0.0) > 0.0

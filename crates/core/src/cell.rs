@@ -34,7 +34,8 @@ use crate::procstat::process_cpu_seconds;
 use crate::stream::{run_single, run_stream, StreamHooks, StreamOutcome, WindowClock};
 use crate::target::HttpClient;
 use crate::telemetry::{
-    apply_window, server_readiness, Sampler, ServerReadiness, ServerSample, Telemetry, TimedScrape,
+    apply_window, scrape_times, server_readiness, Sampler, ServerReadiness, ServerSample,
+    Telemetry, TimedScrape,
 };
 
 /// Margin between the readiness decision and the window start (see [`WindowClock::open_after`]).
@@ -359,7 +360,7 @@ pub async fn run_sustained_cell(
         tokio::time::sleep_until(start.into()).await;
         let cpu0 = process_cpu_seconds();
         if let Some(t) = telemetry {
-            edge_start = t.scrape().await;
+            edge_start = t.edge_scrape().await;
         }
         let mut ticker = tokio::time::interval(TICK);
         ticker.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
@@ -386,7 +387,7 @@ pub async fn run_sustained_cell(
             }
         }
         if let Some(t) = telemetry {
-            edge_end = t.scrape().await;
+            edge_end = t.edge_scrape().await;
         }
         cpu_used = match (cpu0, process_cpu_seconds()) {
             (Some(a), Some(b)) => Some(b - a),
@@ -509,6 +510,9 @@ pub async fn run_sustained_cell(
             tokens,
             window_s,
         );
+        if let (Some(a), Some(b)) = (&edge_start, &edge_end) {
+            result.server_scrapes = Some(scrape_times(start, a, b));
+        }
     }
 
     // Warnings.

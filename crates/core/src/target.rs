@@ -181,6 +181,10 @@ pub struct HttpClient {
 /// Connect timeout for every request, s (seed §3.11).
 pub const CONNECT_TIMEOUT: Duration = Duration::from_secs(30);
 
+/// Idle keep-alive connections are dropped after this long (below the servers' own keep-alive
+/// timeouts: uvicorn 5 s), so a reused connection is never one the server is closing.
+pub const POOL_IDLE_TIMEOUT: Duration = Duration::from_secs(4);
+
 /// Timeout for small JSON requests (`/v1/models`, `/version`, `/metrics`, `/tokenize`).
 pub const PROBE_TIMEOUT: Duration = Duration::from_secs(10);
 
@@ -192,7 +196,9 @@ impl HttpClient {
             .http1_only()
             .connect_timeout(CONNECT_TIMEOUT)
             .pool_max_idle_per_host(usize::MAX)
-            .pool_idle_timeout(Duration::from_secs(90))
+            // Below uvicorn's 5 s keep-alive (vLLM, SGLang): a connection the server is closing
+            // is never picked for the next request (which would fail, e.g. an edge scrape).
+            .pool_idle_timeout(POOL_IDLE_TIMEOUT)
             .tcp_nodelay(true)
             .user_agent(concat!("servebench/", env!("CARGO_PKG_VERSION")))
             .build()

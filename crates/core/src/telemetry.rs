@@ -16,7 +16,7 @@ use std::time::{Duration, Instant};
 use tokio_util::sync::CancellationToken;
 
 use servebench_metrics::{window_stats, Concept, Engine, Scrape};
-use servebench_results::CellResult;
+use servebench_results::{CellResult, ServerScrapes};
 
 use crate::probe::scrape_metrics;
 use crate::target::HttpClient;
@@ -71,6 +71,15 @@ impl Telemetry {
     /// The engine whose catalog is used.
     pub fn engine(&self) -> Engine {
         self.engine
+    }
+
+    /// A scrape that marks a window edge: one retry right away when the first attempt failed
+    /// (a connection closed by the server at that moment), `None` when both failed.
+    pub async fn edge_scrape(&self) -> Option<TimedScrape> {
+        match self.scrape().await {
+            Some(s) => Some(s),
+            None => self.scrape().await,
+        }
     }
 
     /// One scrape; `None` when it failed (unknown, never zero).
@@ -195,6 +204,23 @@ pub fn server_readiness(
     }
 }
 
+/// Times of the two edge scrapes relative to `window_start`, s (negative = before it).
+pub fn scrape_times(window_start: Instant, a: &TimedScrape, b: &TimedScrape) -> ServerScrapes {
+    let rel = |t: Instant| {
+        if t >= window_start {
+            t.duration_since(window_start).as_secs_f64()
+        } else {
+            -window_start.duration_since(t).as_secs_f64()
+        }
+    };
+    ServerScrapes {
+        start_sent_s: rel(a.sent),
+        start_answered_s: rel(a.at),
+        end_sent_s: rel(b.sent),
+        end_answered_s: rel(b.at),
+    }
+}
+
 /// Fills the server-side fields of `cell` from the window's scrapes and samples.
 ///
 /// * `start`/`end`: scrapes taken when the window opened and just before it closed;
@@ -230,6 +256,13 @@ pub fn apply_window(
         let dt = (secs(a.sent, b.sent) + secs(a.at, b.at)) / 2.0;
         let dt_min = secs(a.at, b.sent);
         let dt_max = secs(a.sent, b.at);
+        cell.server_window_seconds = (dt > 0.0).then_some(dt);
+        if dt > 0.0 && (dt - window_s).abs() > (0.1 * window_s).max(0.5) {
+            cell.warnings.push(format!(
+                "the server's counters were read {dt:.2} s apart for a {window_s:.2} s window (edge scrapes sent or answered late: \
+                 client starved of CPU or a slow /metrics): server_output_tokens covers those {dt:.2} s"
+            ));
+        }
         if let Some(g) = w.generation_tokens {
             cell.server_output_tokens = Some(g.round().max(0.0) as u64);
             if dt > 0.0 {
@@ -408,6 +441,49 @@ mod tests {
             "{:?}",
             cell.warnings
         );
+    }
+
+    #[test]
+    fn late_end_scrape_is_timed_and_flagged() {
+        // A 5 s window whose end scrape was sent 2 s late (the client was not scheduled): the
+        // delta covers ~7 s, which the cell says instead of passing it off as the window's.
+        let t0 = Instant::now();
+        let (a, b) = (
+            timed(t0, 20, 0.0),
+            timed(t0 + Duration::from_secs(7), 40, 1400.0),
+        );
+        let mut cell = CellResult::default();
+        apply_window(
+            &mut cell,
+            Engine::Vllm,
+            Some(&a),
+            Some(&b),
+            &[],
+            2,
+            1000,
+            5.0,
+        );
+        assert_eq!(cell.server_output_tokens, Some(1400));
+        let between = cell.server_window_seconds.unwrap();
+        assert!((between - 7.01).abs() < 1e-9, "{between}");
+        assert!((cell.server_gen_throughput.unwrap() - 1400.0 / 7.01).abs() < 1e-9);
+        assert!(
+            cell.warnings
+                .iter()
+                .any(|w| w.contains("read 7.01 s apart for a 5.00 s window")),
+            "{:?}",
+            cell.warnings
+        );
+        // 200 tok/s over 7 s is the client's rate: no token mismatch is claimed.
+        assert!(!cell.warnings.iter().any(|w| w.contains("client counted")));
+        let times = scrape_times(t0, &a, &b);
+        assert_eq!(times.start_sent_s, 0.0);
+        assert!((times.start_answered_s - 0.02).abs() < 1e-9);
+        assert!((times.end_sent_s - 7.0).abs() < 1e-9);
+        assert!((times.end_answered_s - 7.04).abs() < 1e-9);
+        // A scrape sent before the window opened has a negative offset.
+        let early = scrape_times(t0 + Duration::from_millis(100), &a, &b);
+        assert!((early.start_sent_s + 0.1).abs() < 1e-9);
     }
 
     #[test]

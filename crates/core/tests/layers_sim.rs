@@ -295,3 +295,34 @@ async fn reasoning_phase_separates_ttft_from_time_to_first_content() {
         .iter()
         .all(|s| s.reasoning_tokens.is_none()));
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn early_stops_under_ignore_eos_are_flagged() {
+    let _s = SERIAL.lock().await;
+    // A server without ignore_eos support (TGI): every request stops after 12 tokens.
+    let s = sim(SimConfig {
+        eos_after: Some(12),
+        ignore_eos_unsupported: true,
+        ..SimConfig::default()
+    });
+    let mut cfg = config(&s);
+    cfg.concurrency = vec![2];
+    cfg.max_tokens = 50;
+    let r = go(cfg).await;
+    let c = &r.results[0];
+    assert_eq!(c.status, CellStatus::Ok, "{}", c.status_reason);
+    assert!(c.early_stop_requests.unwrap() > 0);
+    assert_eq!(c.early_stop_requests, Some(c.completed_request_count));
+    assert!(
+        c.warnings
+            .iter()
+            .any(|w| w.contains("stopped before max_tokens") && w.contains("ignore_eos")),
+        "{:?}",
+        c.warnings
+    );
+    assert!(c
+        .request_samples
+        .iter()
+        .filter(|s| s.completed)
+        .all(|s| s.output_tokens == 12 && s.finish_reason.as_deref() == Some("stop")));
+}

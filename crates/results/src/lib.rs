@@ -458,8 +458,32 @@ pub struct CellResult {
     pub client_read_delay_avg_ms: Option<f64>,
     /// Largest such wait, ms.
     pub client_read_delay_max_ms: Option<f64>,
+    /// Timing of the two `/metrics` scrapes behind `server_output_tokens`, relative to the
+    /// opening of the measured window, s. The server read each counter somewhere between the
+    /// scrape's request and its answer; null when either scrape failed.
+    pub server_scrapes: Option<ServerScrapes>,
+    /// Estimated time between the server's two counter readings, s (midpoints of each scrape's
+    /// request → answer interval); `server_gen_throughput` = `server_output_tokens` / this.
+    /// It exceeds `measurement_seconds` when a scrape was sent or answered late (a client
+    /// starved of CPU, a slow `/metrics`).
+    pub server_window_seconds: Option<f64>,
     /// Warnings about this cell (usage not continuous, short outputs under ignore_eos, …).
     pub warnings: Vec<String>,
+}
+
+/// When the window's edge scrapes were sent and answered, s relative to the window's opening
+/// (the end scrape is due at `measurement_seconds`).
+#[derive(Clone, Copy, Debug, Default, PartialEq, Serialize, Deserialize)]
+#[serde(default)]
+pub struct ServerScrapes {
+    /// Start scrape: request sent, s.
+    pub start_sent_s: f64,
+    /// Start scrape: answer received, s.
+    pub start_answered_s: f64,
+    /// End scrape: request sent, s.
+    pub end_sent_s: f64,
+    /// End scrape: answer received, s.
+    pub end_answered_s: f64,
 }
 
 /// One prefill row (seed spec §6.7 `prefill`).

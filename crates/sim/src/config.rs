@@ -132,6 +132,11 @@ pub struct SimConfig {
     #[arg(long)]
     pub eos_after: Option<u64>,
 
+    /// Ignore the requests' `ignore_eos` (like TGI, which has no such HTTP parameter): `--eos-after`
+    /// stops apply to every request. For testing that clients flag early stops. Default off.
+    #[arg(long)]
+    pub ignore_eos_unsupported: bool,
+
     /// Per-request stop lengths: with `--eos-after-min A --eos-after-max B` request number `n`
     /// stops after `A + mix(seed, n) mod (B − A + 1)` generated tokens (a deterministic, uniform
     /// draw in `A..=B`) with finish_reason `stop`, unless it sent `ignore_eos: true` or reaches
@@ -266,6 +271,7 @@ impl Default for SimConfig {
             tokenize_endpoint: true,
             prefix_cache: true,
             eos_after: None,
+            ignore_eos_unsupported: false,
             eos_after_min: None,
             eos_after_max: None,
             answer: None,

@@ -244,7 +244,7 @@ impl Engine {
 
     fn enqueue(&mut self, r: NewRequest) {
         let cfg = &self.shared.cfg;
-        let eos = if r.ignore_eos {
+        let eos = if r.ignore_eos && !cfg.ignore_eos_unsupported {
             None
         } else {
             cfg.eos_after_for(r.seq)
