@@ -404,6 +404,25 @@ fn window_of(run: &RunOutput, label: &str, window_s: f64) -> Option<(Instant, In
     Some((start, start + Duration::from_secs_f64(window_s)))
 }
 
+/// When servebench's two edge scrapes were sent and answered, on the test's clock: [start sent,
+/// start answered, end sent, end answered], from the cell's `server_scrapes` (s from the window's
+/// opening) and the test's estimate `ws` of that opening; the window edges `ws`/`we` when the
+/// cell has no scrape times.
+fn reading_intervals(cell: &Value, ws: Instant, we: Instant) -> [Instant; 4] {
+    let sc = &cell["server_scrapes"];
+    let at = |k: &str, edge: Instant| match sc[k].as_f64() {
+        Some(x) if x >= 0.0 => ws + Duration::from_secs_f64(x),
+        Some(x) => ws.checked_sub(Duration::from_secs_f64(-x)).unwrap_or(edge),
+        None => edge,
+    };
+    [
+        at("start_sent_s", ws),
+        at("start_answered_s", ws),
+        at("end_sent_s", we),
+        at("end_answered_s", we),
+    ]
+}
+
 /// Last poll at or before `t`, first poll at or after `t`.
 fn polls_around(polls: &[Poll], t: Instant) -> (Option<&Poll>, Option<&Poll>) {
     (
@@ -1234,17 +1253,7 @@ fn check_telemetry(env: &E2eEnv, spec: &RunSpec, cell: &Value, run: &RunOutput, 
             // servebench's counter readings happened inside its edge scrapes' request → answer
             // intervals (`server_scrapes`, s from the window's opening), not exactly at the
             // window edges: bracket those intervals with the test's own polls.
-            let sc = &cell["server_scrapes"];
-            let at = |k: &str, edge: Instant| {
-                let x = sc[k].as_f64().unwrap_or(0.0);
-                if x >= 0.0 {
-                    ws + Duration::from_secs_f64(x)
-                } else {
-                    ws.checked_sub(Duration::from_secs_f64(-x)).unwrap_or(edge)
-                }
-            };
-            let (s0, s1) = (at("start_sent_s", ws), at("start_answered_s", ws));
-            let (e0, e1) = (at("end_sent_s", we), at("end_answered_s", we));
+            let [s0, s1, e0, e1] = reading_intervals(cell, ws, we);
             let ((b0, _), (_, a0)) = (polls_around(&run.polls, s0), polls_around(&run.polls, s1));
             let ((b1, _), (_, a1)) = (polls_around(&run.polls, e0), polls_around(&run.polls, e1));
             let gen = |p: Option<&Poll>| p.and_then(|p| p.generated);
@@ -1285,12 +1294,13 @@ fn check_telemetry(env: &E2eEnv, spec: &RunSpec, cell: &Value, run: &RunOutput, 
     c.check(len.is_some_and(|l| l > 1.0), || {
         format!("{label}: server_spec_accept_length {len:?}, want > 1 (speculative decoding is on)")
     });
-    // The test's own deltas over the window, from the polls just after each edge (servebench
-    // scrapes right after the window opens and right before the streams are cut) and, as a
-    // second estimate, just before each edge; servebench's value must be close to one of them.
-    let (b0, a0) = polls_around(&run.polls, ws);
-    let (b1, a1) = polls_around(&run.polls, we);
-    let own: Vec<(f64, f64)> = [(a0, a1), (b0, b1), (a0, b1)]
+    // The test's own deltas over the interval servebench's edge scrapes read (`server_scrapes`),
+    // from the polls just outside and just inside each scrape's request → answer interval;
+    // servebench's value must be close to one of them.
+    let [s0, s1, e0, e1] = reading_intervals(cell, ws, we);
+    let ((b0, _), (_, a0)) = (polls_around(&run.polls, s0), polls_around(&run.polls, s1));
+    let ((b1, _), (_, a1)) = (polls_around(&run.polls, e0), polls_around(&run.polls, e1));
+    let own: Vec<(f64, f64)> = [(a0, a1), (b0, b1), (a0, b1), (b0, a1)]
         .into_iter()
         .filter_map(|(x, y)| poll_spec(x?, y?))
         .collect();
