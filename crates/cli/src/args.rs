@@ -3,13 +3,54 @@
 use std::path::PathBuf;
 use std::time::Duration;
 
-use anyhow::{bail, Context as _};
+use anyhow::{anyhow, Context as _};
 use clap::{Args, Parser, Subcommand, ValueEnum};
 use serde_json::json;
 use servebench_core::plan::{parse_concurrency, parse_contexts};
 use servebench_core::prompt::CalibrationCache;
 use servebench_core::{Endpoint, RunConfig, Target, TargetingMode};
 use servebench_sim::{Sim, SimConfig};
+
+/// A bad flag or flag value. `main` exits with code 2 for it, as clap does for flags it cannot
+/// parse, so scripts can tell "bad flags" (2) from "the server or the machine failed" (1).
+#[derive(Debug, thiserror::Error)]
+#[error("{0}")]
+pub struct UsageError(pub String);
+
+/// Marks `e` as a [`UsageError`] (its causes joined into one line).
+pub fn usage(e: impl Into<anyhow::Error>) -> anyhow::Error {
+    UsageError(crate::one_line_error(&e.into())).into()
+}
+
+/// `bail!` for bad flags: returns a [`UsageError`].
+macro_rules! usage_bail {
+    ($($t:tt)*) => {
+        return Err($crate::args::usage(anyhow::anyhow!($($t)*)))
+    };
+}
+pub(crate) use usage_bail;
+
+/// Fails before any measurement when `path` cannot receive the results file: it is a
+/// directory, or its folder cannot be created or written. Hours of measurements must not end in
+/// "cannot write".
+pub fn check_output_path(path: &std::path::Path, flag: &str) -> anyhow::Result<()> {
+    if path.is_dir() {
+        usage_bail!("{flag} {} is a directory; give a file name", path.display());
+    }
+    let dir = match path.parent() {
+        Some(d) if !d.as_os_str().is_empty() => d.to_path_buf(),
+        _ => PathBuf::from("."),
+    };
+    std::fs::create_dir_all(&dir)
+        .and_then(|()| tempfile::NamedTempFile::new_in(&dir).map(drop))
+        .map_err(|e| {
+            usage(anyhow!(
+                "{flag} {}: cannot write to {}: {e}",
+                path.display(),
+                dir.display()
+            ))
+        })
+}
 
 /// Measure how fast an LLM inference server really is: sustained decode tok/s over a
 /// concurrency × context matrix, with TTFT, ITL and exact token accounting.
@@ -128,12 +169,13 @@ impl TargetArgs {
     ) -> anyhow::Result<(Target, Option<Sim>)> {
         let (key, endpoint) = (self.key(), self.endpoint());
         if let Some(url) = &self.url {
-            return Ok((Target::from_url(url, key, endpoint)?, None));
+            return Ok((Target::from_url(url, key, endpoint).map_err(usage)?, None));
         }
         if !self.is_embedded() {
             let host = self.host.clone().unwrap_or_else(|| "127.0.0.1".into());
             return Ok((
-                Target::from_host_port(&host, self.port.unwrap_or(8000), key, endpoint)?,
+                Target::from_host_port(&host, self.port.unwrap_or(8000), key, endpoint)
+                    .map_err(usage)?,
                 None,
             ));
         }
@@ -255,7 +297,7 @@ pub struct RunArgs {
 
 fn positive_secs(name: &str, v: f64) -> anyhow::Result<Duration> {
     if !v.is_finite() || !(0.0..=86_400.0).contains(&v) {
-        bail!("--{name} must be between 0 and 86400 seconds (got {v})");
+        usage_bail!("--{name} must be between 0 and 86400 seconds (got {v})");
     }
     Ok(Duration::from_secs_f64(v))
 }
@@ -271,28 +313,30 @@ impl RunArgs {
         } else {
             "1,2,4,8,16,32,64,128"
         }))
-        .context("--concurrency")?;
+        .context("--concurrency")
+        .map_err(usage)?;
         let contexts = parse_contexts(self.contexts.as_deref().unwrap_or(if embedded {
             "0,8k"
         } else {
             "0,16k,32k,64k,128k"
         }))
-        .context("--contexts")?;
+        .context("--contexts")
+        .map_err(usage)?;
         let duration = self.duration.unwrap_or(if embedded { 5.0 } else { 30.0 });
         if !(duration.is_finite() && duration > 0.0 && duration <= 86_400.0) {
-            bail!("--duration must be > 0 and ≤ 86400 seconds (got {duration})");
+            usage_bail!("--duration must be > 0 and ≤ 86400 seconds (got {duration})");
         }
         if self.max_tokens == 0 {
-            bail!("--max-tokens must be ≥ 1");
+            usage_bail!("--max-tokens must be ≥ 1");
         }
         if let Some(t) = self.temperature {
             if !(t.is_finite() && t >= 0.0) {
-                bail!("--temperature must be ≥ 0 (got {t})");
+                usage_bail!("--temperature must be ≥ 0 (got {t})");
             }
         }
         let stable = positive_secs("stable-seconds", self.stable_seconds)?;
         if self.burst_requests_per_concurrency == 0 {
-            bail!("--burst-requests-per-concurrency must be ≥ 1");
+            usage_bail!("--burst-requests-per-concurrency must be ≥ 1");
         }
         let prefill_contexts =
             parse_contexts(self.prefill_contexts.as_deref().unwrap_or(if embedded {
@@ -300,9 +344,11 @@ impl RunArgs {
             } else {
                 "8k,64k,128k"
             }))
-            .context("--prefill-contexts")?;
+            .context("--prefill-contexts")
+            .map_err(usage)?;
         let calibration_context = servebench_core::plan::parse_context(&self.calibration_context)
-            .context("--calibration-context")?;
+            .context("--calibration-context")
+            .map_err(usage)?;
 
         let (target, sim) = self.target.resolve(SimConfig::default)?;
 

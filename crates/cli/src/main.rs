@@ -21,6 +21,8 @@ use tokio_util::sync::CancellationToken;
 
 use crate::args::{Cli, Command, RunArgs};
 
+/// Exit code for bad flags or flag values (clap uses the same for flags it cannot parse).
+const EXIT_USAGE: u8 = 2;
 /// Exit code when some cells are `error` / `invalid` (results are still written).
 const EXIT_CELLS_FAILED: u8 = 3;
 /// Exit code after Ctrl-C (partial results written).
@@ -28,17 +30,33 @@ pub(crate) const EXIT_INTERRUPTED: u8 = 130;
 
 /// First Ctrl-C: cancel `cancel` (the run writes its partial results, saying `what` it does);
 /// second Ctrl-C: exit at once with [`EXIT_INTERRUPTED`].
+/// SIGTERM (`timeout`, `docker stop`, systemd, Slurm) is handled the same way.
 pub(crate) fn on_ctrl_c(cancel: CancellationToken, what: &'static str) {
     tokio::spawn(async move {
-        if tokio::signal::ctrl_c().await.is_ok() {
+        if interrupt().await {
             eprintln!("\nservebench: interrupted — {what} (Ctrl-C again to abort)");
             cancel.cancel();
-            if tokio::signal::ctrl_c().await.is_ok() {
+            if interrupt().await {
                 eprintln!("servebench: aborted");
                 std::process::exit(EXIT_INTERRUPTED as i32);
             }
         }
     });
+}
+
+/// Waits for Ctrl-C (SIGINT) or, on Unix, SIGTERM; false when no handler could be installed.
+async fn interrupt() -> bool {
+    #[cfg(unix)]
+    {
+        use tokio::signal::unix::{signal, SignalKind};
+        if let Ok(mut term) = signal(SignalKind::terminate()) {
+            return tokio::select! {
+                r = tokio::signal::ctrl_c() => r.is_ok(),
+                r = term.recv() => r.is_some(),
+            };
+        }
+    }
+    tokio::signal::ctrl_c().await.is_ok()
 }
 
 fn main() -> ExitCode {
@@ -74,12 +92,16 @@ fn main() -> ExitCode {
         Ok(code) => code,
         Err(e) => {
             eprintln!("error: {}", one_line_error(&e));
-            ExitCode::FAILURE
+            if e.downcast_ref::<args::UsageError>().is_some() {
+                ExitCode::from(EXIT_USAGE)
+            } else {
+                ExitCode::FAILURE
+            }
         }
     }
 }
 
-fn one_line_error(e: &anyhow::Error) -> String {
+pub(crate) fn one_line_error(e: &anyhow::Error) -> String {
     let mut parts: Vec<String> = Vec::new();
     for cause in e.chain() {
         let s = cause.to_string();
@@ -91,6 +113,7 @@ fn one_line_error(e: &anyhow::Error) -> String {
 }
 
 async fn cmd_run(a: RunArgs) -> anyhow::Result<ExitCode> {
+    args::check_output_path(&a.output, "-o")?;
     // Keep the embedded simulator alive for the whole run.
     let (cfg, sim) = a.to_config()?;
     let quiet = a.quiet;
@@ -115,7 +138,10 @@ async fn cmd_run(a: RunArgs) -> anyhow::Result<ExitCode> {
     drop(events);
     let _ = printer.await;
     drop(sim);
-    let results = results.map_err(|e| anyhow::anyhow!(e))?;
+    let results = results.map_err(|e| match e {
+        servebench_core::RunError::Config(c) => args::usage(c),
+        e => anyhow::anyhow!(e),
+    })?;
 
     // When the file cannot be written, still print the report so the measurements are not lost.
     let written = servebench_report::write_json(&results, &output)
@@ -207,7 +233,25 @@ fn read_results(path: &std::path::Path) -> anyhow::Result<(serde_json::Value, An
 }
 
 fn cmd_report(a: args::FileArgs) -> anyhow::Result<ExitCode> {
-    let text = match read_results(&a.file)?.1 {
+    let (value, kind) = read_results(&a.file)?;
+    // Every struct deserialises with defaults, so any JSON object would "parse": a results file
+    // has at least a `metadata` object and a `results` array (task files: `metadata` + `runs`).
+    let has = |k: &str, arr: bool| {
+        value
+            .get(k)
+            .is_some_and(|v| if arr { v.is_array() } else { v.is_object() })
+    };
+    let body = match kind {
+        AnyResults::Matrix(_) => "results",
+        AnyResults::Task(_) => "runs",
+    };
+    if !(has("metadata", false) && has(body, true)) {
+        anyhow::bail!(
+            "{} is not a servebench (or llm_decode_bench) results file: it has no `metadata` object and `{body}` list",
+            a.file.display()
+        );
+    }
+    let text = match kind {
         AnyResults::Matrix(r) => {
             servebench_report::render_text(&r, &servebench_report::ReportOptions::default())
         }

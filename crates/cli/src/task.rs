@@ -21,7 +21,7 @@ use servebench_sim::{Sim, SimConfig};
 
 use tokio_util::sync::CancellationToken;
 
-use crate::args::TargetArgs;
+use crate::args::{check_output_path, usage, usage_bail, TargetArgs};
 
 /// Exit code when some requests failed or no level produced tokens (results are still written).
 const EXIT_RUNS_FAILED: u8 = 3;
@@ -125,15 +125,17 @@ impl TaskArgs {
         let (items, source) = self.items()?;
         if let Some(t) = self.temperature {
             if !(t.is_finite() && t >= 0.0) {
-                bail!("--temperature must be ≥ 0 (got {t})");
+                usage_bail!("--temperature must be ≥ 0 (got {t})");
             }
         }
         if let Some(p) = self.top_p {
             if !(p.is_finite() && p > 0.0 && p <= 1.0) {
-                bail!("--top-p must be in (0, 1] (got {p})");
+                usage_bail!("--top-p must be in (0, 1] (got {p})");
             }
         }
-        let levels = parse_concurrency(&self.concurrency_levels).context("--concurrency-levels")?;
+        let levels = parse_concurrency(&self.concurrency_levels)
+            .context("--concurrency-levels")
+            .map_err(usage)?;
         // Demo target: varied lengths, and the expected answer of a single prompt stated by 80 %
         // of the requests, so every part of the report has something to show.
         let (target, sim) = self.target.resolve(|| SimConfig {
@@ -148,6 +150,9 @@ impl TaskArgs {
         } else {
             30
         };
+        if self.runs == Some(0) {
+            usage_bail!("--runs must be ≥ 1");
+        }
         let min_results = match (self.concurrency, self.runs) {
             (None, Some(r)) => r,
             _ => self.min_results,
@@ -201,7 +206,7 @@ impl TaskArgs {
     fn items(&self) -> anyhow::Result<(Vec<TaskItem>, String)> {
         let single = |prompt: String, source: String| -> anyhow::Result<_> {
             if prompt.trim().is_empty() {
-                bail!("the prompt is empty");
+                usage_bail!("the prompt is empty");
             }
             Ok((
                 vec![TaskItem {
@@ -234,12 +239,13 @@ impl TaskArgs {
             let items = parse_dataset(&s).with_context(|| format!("--dataset {}", d.display()))?;
             return Ok((items, format!("dataset:{}", d.display())));
         }
-        bail!("give a prompt: --prompt, --prompt-file or --dataset")
+        usage_bail!("give a prompt: --prompt, --prompt-file or --dataset")
     }
 }
 
 /// Runs `servebench task`.
 pub async fn cmd_task(a: TaskArgs) -> anyhow::Result<ExitCode> {
+    check_output_path(&a.output, "-o")?;
     let (cfg, sim) = a.to_config()?;
     if let Some(sim) = &sim {
         eprintln!(
@@ -260,7 +266,10 @@ pub async fn cmd_task(a: TaskArgs) -> anyhow::Result<ExitCode> {
     drop(events);
     let _ = printer.await;
     drop(sim);
-    let results = results.map_err(|e| anyhow::anyhow!(e))?;
+    let results = results.map_err(|e| match e {
+        servebench_core::task::TaskError::Config(c) => usage(c),
+        e => anyhow::anyhow!(e),
+    })?;
 
     let written = write_json(&results, &a.output)
         .with_context(|| format!("cannot write {}", a.output.display()));

@@ -374,27 +374,27 @@ fn invalid_flags_fail_with_one_clear_line() {
         &[],
         QUICK_TIMEOUT,
     );
-    out.runtime_error(1, &["--concurrency", "≥ 1"]);
+    out.runtime_error(2, &["--concurrency", "≥ 1"]);
 
     let out = b.run_env(
         &["run", "--url", url, "--contexts", "abc"],
         &[],
         QUICK_TIMEOUT,
     );
-    out.runtime_error(1, &["--contexts", "abc"]);
+    out.runtime_error(2, &["--contexts", "abc"]);
 
     let out = b.run_env(&["run", "--url", url, "--duration=-1"], &[], QUICK_TIMEOUT);
-    out.runtime_error(1, &["--duration", "-1"]);
+    out.runtime_error(2, &["--duration", "-1"]);
 
     let out = b.run_env(
         &["run", "--url", url, "--duration", "0"],
         &[],
         QUICK_TIMEOUT,
     );
-    out.runtime_error(1, &["--duration"]);
+    out.runtime_error(2, &["--duration"]);
 
     let out = b.run_env(&["run", "--url", "ftp://x"], &[], QUICK_TIMEOUT);
-    out.runtime_error(1, &["ftp://x", "http://"]);
+    out.runtime_error(2, &["ftp://x", "http://"]);
 
     // None of them got as far as writing results.
     assert!(!b.path("benchmark_results.json").exists());
@@ -410,7 +410,7 @@ fn negative_duration_names_the_flag() {
         &[],
         QUICK_TIMEOUT,
     );
-    out.runtime_error(1, &["--duration", "-1"]);
+    out.runtime_error(2, &["--duration", "-1"]);
 }
 
 #[test]
@@ -503,28 +503,27 @@ fn run_with_output_dir(b: &Bench) -> Out {
         "-o",
         dir.to_str().unwrap(),
     ]);
-    b.run(&args)
+    b.run_env(&args, &[], QUICK_TIMEOUT)
 }
 
 #[test]
-fn unwritable_output_still_prints_the_report() {
+fn unwritable_output_is_rejected_before_the_run() {
     let b = Bench::new();
     let out = run_with_output_dir(&b);
-    out.runtime_error(1, &["cannot write", "outdir"]);
-    // The measurements are not lost: the report is on stdout.
+    // A bad flag value (exit 2), found before anything is measured: no report.
+    out.runtime_error(2, &["-o", "outdir", "is a directory"]);
     assert!(
-        out.stdout.contains("Aggregate decode tok/s"),
-        "no report on stdout:\n{}",
+        !out.stdout.contains("Aggregate decode tok/s"),
+        "{}",
         out.stdout
     );
-    assert!(!out.stdout.contains("Results saved to"), "{}", out.stdout);
 }
 
 #[test]
 fn unwritable_output_leaves_no_temp_file() {
     let b = Bench::new();
     let out = run_with_output_dir(&b);
-    out.runtime_error(1, &["cannot write"]);
+    out.runtime_error(2, &["is a directory"]);
     let leftovers: Vec<String> = std::fs::read_dir(b.dir.path())
         .unwrap()
         .filter_map(|e| e.ok())
@@ -532,6 +531,35 @@ fn unwritable_output_leaves_no_temp_file() {
         .filter(|n| n.contains(".tmp"))
         .collect();
     assert!(leftovers.is_empty(), "temporary files left: {leftovers:?}");
+}
+
+/// The output folder was writable at the start but is gone when the results are written (here:
+/// replaced by a file a second after the start): the report still reaches stdout, so the
+/// measurements are not lost, and the exit code says the write failed.
+#[test]
+fn output_that_fails_at_the_end_still_prints_the_report() {
+    let b = Bench::new();
+    let dir = b.path("out");
+    std::fs::create_dir_all(&dir).unwrap();
+    let file = dir.join("results.json");
+    let mut args = vec!["run"];
+    args.extend_from_slice(SHORT);
+    args.extend_from_slice(&["--concurrency", "1", "--contexts", "0", "--skip-prefill"]);
+    args.extend_from_slice(&["-o", file.to_str().unwrap()]);
+    let mut child = b.spawn(&args, &[]);
+    let so = drain(child.stdout.take().expect("stdout"), None);
+    let se = drain(child.stderr.take().expect("stderr"), None);
+    std::thread::sleep(Duration::from_millis(1000));
+    std::fs::remove_dir_all(&dir).unwrap();
+    std::fs::write(&dir, "not a folder").unwrap();
+    let out = wait(child, so, se, RUN_TIMEOUT);
+    out.runtime_error(1, &["cannot write", "results.json"]);
+    assert!(
+        out.stdout.contains("Aggregate decode tok/s"),
+        "no report on stdout:\n{}",
+        out.stdout
+    );
+    assert!(!out.stdout.contains("Results saved to"), "{}", out.stdout);
 }
 
 // ------------------------------------------------------------------------------------------
@@ -794,6 +822,19 @@ fn garbage_files_fail_with_one_line() {
     for cmd in ["validate", "report"] {
         let out = b.run_env(&[cmd, w], &[], QUICK_TIMEOUT);
         out.runtime_error(1, &["wrong.json"]);
+    }
+
+    // Valid JSON of another kind: every results struct has defaults, but a report of nothing
+    // would be misleading.
+    for (name, text) in [
+        ("empty.json", "{}"),
+        ("pkg.json", r#"{"name": "foo", "version": "1.0"}"#),
+        ("list.json", "[]"),
+    ] {
+        let p = b.path(name);
+        std::fs::write(&p, text).unwrap();
+        let out = b.run_env(&["report", p.to_str().unwrap()], &[], QUICK_TIMEOUT);
+        out.runtime_error(1, &[name, "not a servebench"]);
     }
 
     let missing = b.path("missing.json");

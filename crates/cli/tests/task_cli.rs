@@ -340,7 +340,7 @@ fn bad_input_is_one_error_line() {
         "--correct-regex",
         "(",
     ]);
-    assert_eq!(o.code, Some(1));
+    assert_eq!(o.code, Some(2), "a bad flag value: {}", o.stderr);
     assert!(
         o.stderr.contains("error:") && o.stderr.contains("--correct-regex"),
         "{}",

@@ -153,7 +153,8 @@ pub async fn run_burst_cell(
     };
     let interrupted = |mut result: CellResult, scout| {
         result.status = CellStatus::SkippedUser;
-        result.status_reason = "interrupted by the user (Ctrl-C) while the cell was running".into();
+        result.status_reason =
+            "interrupted by the user (Ctrl-C or SIGTERM) while the cell was running".into();
         BurstOutcome {
             result,
             scout,

@@ -582,7 +582,8 @@ fn interrupted(
     scout: Option<RequestRecord>,
 ) -> CellOutcome {
     result.status = CellStatus::SkippedUser;
-    result.status_reason = "interrupted by the user (Ctrl-C) while the cell was running".into();
+    result.status_reason =
+        "interrupted by the user (Ctrl-C or SIGTERM) while the cell was running".into();
     result.wall_time = Some(t_cell.elapsed().as_secs_f64());
     result.request_samples.clear();
     CellOutcome {

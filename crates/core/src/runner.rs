@@ -684,7 +684,7 @@ pub async fn run(
             skipped(
                 *spec,
                 CellStatus::SkippedUser,
-                "not run: the run was interrupted by the user (Ctrl-C)".into(),
+                "not run: the run was interrupted by the user (Ctrl-C or SIGTERM)".into(),
                 None,
                 primary_mode,
             )
@@ -807,7 +807,7 @@ pub async fn run(
                 skipped(
                     *spec,
                     CellStatus::SkippedUser,
-                    "not run: the run was interrupted by the user (Ctrl-C)".into(),
+                    "not run: the run was interrupted by the user (Ctrl-C or SIGTERM)".into(),
                     None,
                     "burst-e2e",
                 )

@@ -1213,6 +1213,10 @@ pub async fn run_task(
                 improved,
             });
             batches.push((c, "probe", b));
+            if cancel.is_cancelled() {
+                events.log(format!("search interrupted at C={c}"));
+                break;
+            }
             if cfg.auto_stop && k > 0 && non_improving >= cfg.patience {
                 events.log(format!(
                     "search stopped after {non_improving} non-improving level(s)"
@@ -1222,7 +1226,14 @@ pub async fn run_task(
         }
         selected = best.map(|(c, _)| c);
         if let Some(c) = selected {
-            events.log(format!("selected C={c} (highest system throughput)"));
+            events.log(format!(
+                "selected C={c} (highest system throughput{})",
+                if cancel.is_cancelled() {
+                    " among the levels measured before the interruption"
+                } else {
+                    ""
+                }
+            ));
             for l in &mut levels {
                 l.selected = l.concurrency == c;
             }
@@ -1252,7 +1263,7 @@ pub async fn run_task(
 
     let interrupted = cancel.is_cancelled();
     if interrupted {
-        events.log("interrupted by the user (Ctrl-C): results are partial");
+        events.log("interrupted by the user (Ctrl-C or SIGTERM): results are partial");
     }
     let all_runs: Vec<&TaskRun> = batches.iter().flat_map(|(_, _, b)| b.runs.iter()).collect();
     let all_walls: Vec<f64> = batches.iter().filter_map(|(_, _, b)| b.wall_s()).collect();

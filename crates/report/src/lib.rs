@@ -211,7 +211,7 @@ pub fn render_text(r: &Results, opts: &ReportOptions) -> String {
             pad("TTFT s", 10),
             pad("tok/s", 11)
         );
-        for (ctx, row) in &r.prefill {
+        for (ctx, row) in by_context(&r.prefill) {
             let ctx_label = ctx
                 .parse::<u64>()
                 .map(format_context)
@@ -312,7 +312,7 @@ pub fn render_text(r: &Results, opts: &ReportOptions) -> String {
             pad("TTFT s", 10),
             pad("comp. tok/s", 13)
         );
-        for (ctx, row) in &r.prefill_warm {
+        for (ctx, row) in by_context(&r.prefill_warm) {
             let ctx_label = ctx
                 .parse::<u64>()
                 .map(format_context)
@@ -461,6 +461,14 @@ pub fn write_json(r: &Results, path: &Path) -> anyhow::Result<()> {
         return Err(e.into());
     }
     Ok(())
+}
+
+/// Rows keyed by context tokens (`"8192"`), in ascending numeric order (keys that are not
+/// numbers last, as they are); the JSON keeps the run's own order.
+fn by_context<V>(m: &indexmap::IndexMap<String, V>) -> Vec<(&String, &V)> {
+    let mut v: Vec<(&String, &V)> = m.iter().collect();
+    v.sort_by_key(|(k, _)| k.parse::<u64>().unwrap_or(u64::MAX));
+    v
 }
 
 #[cfg(test)]

@@ -110,21 +110,25 @@ pub struct SimConfig {
 
     /// Send a role-only first chunk (`{"role":"assistant","content":""}`) on chat streams at
     /// admission time, as vLLM does. Default on; `--no-role-chunk` turns it off.
-    #[arg(long = "no-role-chunk", action = clap::ArgAction::SetFalse)]
+    #[arg(long = "no-role-chunk", action = clap::ArgAction::SetFalse,
+          help = "Do not send the role-only first chunk vLLM sends on chat streams (sent by default)")]
     pub role_chunk: bool,
 
     /// Honour `stream_options.continuous_usage_stats` (cumulative usage on every chunk). Default
     /// on; `--no-continuous-usage` emulates servers that only send the final usage chunk.
-    #[arg(long = "no-continuous-usage", action = clap::ArgAction::SetFalse)]
+    #[arg(long = "no-continuous-usage", action = clap::ArgAction::SetFalse,
+          help = "Ignore stream_options.continuous_usage_stats: usage only in the final chunk, like servers without per-chunk usage (per-chunk usage by default)")]
     pub continuous_usage: bool,
 
     /// Serve `POST /tokenize`. Default on; `--no-tokenize` answers it with 404.
-    #[arg(long = "no-tokenize", action = clap::ArgAction::SetFalse)]
+    #[arg(long = "no-tokenize", action = clap::ArgAction::SetFalse,
+          help = "Answer POST /tokenize with 404 (served by default)")]
     pub tokenize_endpoint: bool,
 
     /// Prefix cache over 16-token blocks: cached prompt tokens skip prefill and are reported in
     /// `usage.prompt_tokens_details.cached_tokens`. Default on; `--no-prefix-cache` disables it.
-    #[arg(long = "no-prefix-cache", action = clap::ArgAction::SetFalse)]
+    #[arg(long = "no-prefix-cache", action = clap::ArgAction::SetFalse,
+          help = "Disable the prefix cache (on by default: cached 16-token blocks skip prefill and are reported as usage.prompt_tokens_details.cached_tokens)")]
     pub prefix_cache: bool,
 
     /// Stop each request after this many generated tokens with finish_reason `stop`, unless it
@@ -140,8 +144,8 @@ pub struct SimConfig {
     /// Per-request stop lengths: with `--eos-after-min A --eos-after-max B` request number `n`
     /// stops after `A + mix(seed, n) mod (B − A + 1)` generated tokens (a deterministic, uniform
     /// draw in `A..=B`) with finish_reason `stop`, unless it sent `ignore_eos: true` or reaches
-    /// max_tokens first (`length`). [`RequestTruth::eos_after`](crate::RequestTruth) records the
-    /// draw. Not combinable with `--eos-after`. Default: unset.
+    /// max_tokens first (`length`). The simulator's ground
+    /// truth records the draw. Not combinable with `--eos-after`. Default: unset.
     #[arg(long, requires = "eos_after_max", conflicts_with = "eos_after")]
     pub eos_after_min: Option<u64>,
 
@@ -153,9 +157,9 @@ pub struct SimConfig {
     /// `Final answer: <value>` in its last two tokens (placed at the request's natural end: its
     /// EOS point, or max_tokens without one; a request cut by max_tokens before that point never
     /// states an answer). A fraction `--answer-accuracy` of requests give this text, the others a
-    /// wrong value ([`SimConfig::wrong_answer`]). With a reasoning phase the reasoning always ends
+    /// wrong value. With a reasoning phase the reasoning always ends
     /// with `So the answer is <this text>.` — so a scorer that reads the reasoning is caught.
-    /// The truth records what each request stated ([`RequestTruth::answer`](crate::RequestTruth)).
+    /// The simulator's ground truth records what each request stated.
     /// Must be one non-empty line. Default: unset (plain filler text).
     #[arg(long)]
     pub answer: Option<String>,
@@ -197,7 +201,8 @@ pub struct SimConfig {
     /// Record per-request ground truth (bounded: the most recent 100,000 requests and 1,000,000
     /// emissions). Default on; `--no-record-truth` turns it off (the `servebench sim` command
     /// does, so memory stays flat).
-    #[arg(long = "no-record-truth", action = clap::ArgAction::SetFalse)]
+    #[arg(long = "no-record-truth", action = clap::ArgAction::SetFalse,
+          help = "Do not record per-request ground truth (recording is for tests; `servebench sim` never records, so this flag changes nothing there)")]
     pub record_truth: bool,
 
     /// Engine to impersonate: `neutral` (servebench-sim itself), `vllm`, `sglang` or
