@@ -185,6 +185,7 @@ async fn cmd_sim(a: servebench_sim::SimConfig) -> anyhow::Result<ExitCode> {
             tracing_subscriber::EnvFilter::try_from_default_env().unwrap_or_else(|_| "info".into()),
         )
         .try_init();
+    a.validate().map_err(args::usage)?;
     let mut a = a;
     a.record_truth = false;
     // Bind first so the line shows the actual address (`--port 0` picks an ephemeral port).

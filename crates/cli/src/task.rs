@@ -399,7 +399,8 @@ fn summary_block(out: &mut String, s: &TaskSummary) {
     );
     let _ = writeln!(
         out,
-        "  system throughput: {} tok/s ({} tokens in {} s over {} batch(es)); mean per-request decode {} tok/s",
+        "  system throughput: {} tok/s ({} tokens in {} s over {} batch(es)); pooled decode {} tok/s \
+         (Σ tokens / Σ generation time; the per-request row averages (tokens − 1) / generation time)",
         opt(s.system_gen_tok_s, 1),
         s.total_completion_tokens,
         opt(s.wall_time, 2),

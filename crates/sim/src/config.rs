@@ -311,44 +311,47 @@ impl SimConfig {
         }
         anyhow::ensure!(
             self.prefill_tps.is_finite() && self.prefill_tps > 0.0,
-            "prefill_tps must be > 0 tokens/s, got {}",
+            "--prefill-tps must be > 0 tokens/s, got {}",
             self.prefill_tps
         );
-        finite_nonneg("decode_base_ms", self.decode_base_ms)?;
-        finite_nonneg("decode_per_seq_ms", self.decode_per_seq_ms)?;
-        finite_nonneg("decode_per_kctx_ms", self.decode_per_kctx_ms)?;
-        anyhow::ensure!(self.max_batch >= 1, "max_batch must be >= 1");
-        anyhow::ensure!(self.tokens_per_chunk >= 1, "tokens_per_chunk must be >= 1");
-        anyhow::ensure!(self.max_model_len >= 2, "max_model_len must be >= 2");
-        anyhow::ensure!(!self.model.is_empty(), "model must not be empty");
-        anyhow::ensure!(self.block_size >= 1, "block_size must be >= 1 token");
+        finite_nonneg("--decode-base-ms", self.decode_base_ms)?;
+        finite_nonneg("--decode-per-seq-ms", self.decode_per_seq_ms)?;
+        finite_nonneg("--decode-per-kctx-ms", self.decode_per_kctx_ms)?;
+        anyhow::ensure!(self.max_batch >= 1, "--max-batch must be >= 1");
+        anyhow::ensure!(
+            self.tokens_per_chunk >= 1,
+            "--tokens-per-chunk must be >= 1"
+        );
+        anyhow::ensure!(self.max_model_len >= 2, "--max-model-len must be >= 2");
+        anyhow::ensure!(!self.model.is_empty(), "--model must not be empty");
+        anyhow::ensure!(self.block_size >= 1, "--block-size must be >= 1 token");
         if let Some(blocks) = self.kv_blocks {
             anyhow::ensure!(
                 self.personality != Personality::Llamacpp,
-                "kv_blocks cannot be set with the llamacpp personality: its KV budget is \
-                 slots x per-slot context (set max_batch and max_model_len instead)"
+                "--kv-blocks cannot be set with the llamacpp personality: its KV budget is \
+                 slots x per-slot context (set --max-batch and --max-model-len instead)"
             );
             let tokens = blocks.saturating_mul(self.block_size);
             anyhow::ensure!(
                 tokens >= self.max_model_len,
-                "kv_blocks x block_size = {tokens} tokens cannot hold one request of \
-                 max_model_len {} tokens; raise kv_blocks or lower max_model_len",
+                "--kv-blocks x --block-size = {tokens} tokens cannot hold one request of \
+                 --max-model-len {} tokens; raise --kv-blocks or lower --max-model-len",
                 self.max_model_len
             );
         }
         anyhow::ensure!(
             self.spec_tokens <= MAX_SPEC_TOKENS,
-            "spec_tokens must be <= {MAX_SPEC_TOKENS}, got {}",
+            "--spec-tokens must be <= {MAX_SPEC_TOKENS}, got {}",
             self.spec_tokens
         );
         anyhow::ensure!(
             self.spec_accept_rate.is_finite() && (0.0..=1.0).contains(&self.spec_accept_rate),
-            "spec_accept_rate must be a probability in 0..=1, got {}",
+            "--spec-accept-rate must be a probability in 0..=1, got {}",
             self.spec_accept_rate
         );
         anyhow::ensure!(
             self.spec_tokens == 0 || self.tokens_per_chunk == 1,
-            "spec_tokens and tokens_per_chunk > 1 are two ways to put several tokens in one \
+            "--spec-tokens and --tokens-per-chunk > 1 are two ways to put several tokens in one \
              event; use one of them"
         );
         match (self.eos_after_min, self.eos_after_max) {
@@ -356,35 +359,35 @@ impl SimConfig {
             (Some(lo), Some(hi)) => {
                 anyhow::ensure!(
                     self.eos_after.is_none(),
-                    "eos_after and eos_after_min/eos_after_max are two ways to set the stop \
+                    "--eos-after and --eos-after-min/--eos-after-max are two ways to set the stop \
                      length; use one of them"
                 );
                 anyhow::ensure!(
                     lo >= 1 && lo <= hi,
-                    "eos_after_min must be >= 1 and <= eos_after_max, got {lo}..={hi}"
+                    "--eos-after-min must be >= 1 and <= --eos-after-max, got {lo}..={hi}"
                 );
             }
-            _ => anyhow::bail!("eos_after_min and eos_after_max must be given together"),
+            _ => anyhow::bail!("--eos-after-min and --eos-after-max must be given together"),
         }
         if let Some(a) = &self.answer {
             anyhow::ensure!(
                 !a.trim().is_empty() && !a.contains(['\n', '\r']),
-                "answer must be one non-empty line, got {a:?}"
+                "--answer must be one non-empty line, got {a:?}"
             );
         }
         anyhow::ensure!(
             self.answer_accuracy.is_finite() && (0.0..=1.0).contains(&self.answer_accuracy),
-            "answer_accuracy must be a fraction in 0..=1, got {}",
+            "--answer-accuracy must be a fraction in 0..=1, got {}",
             self.answer_accuracy
         );
         anyhow::ensure!(
             !self.reasoning_inline || self.reasoning_tokens == 0 || self.reasoning_tokens >= 2,
-            "reasoning_inline needs reasoning_tokens 0 or >= 2 (the <think> and </think> tokens)"
+            "--reasoning-inline needs --reasoning-tokens 0 or >= 2 (the <think> and </think> tokens)"
         );
         if let Some(status) = self.fault_http_status {
             anyhow::ensure!(
                 (100..=599).contains(&status),
-                "fault_http_status must be an HTTP status (100..=599), got {status}"
+                "--fault-http-status must be an HTTP status (100..=599), got {status}"
             );
         }
         Ok(())
