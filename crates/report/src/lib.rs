@@ -211,11 +211,7 @@ pub fn render_text(r: &Results, opts: &ReportOptions) -> String {
             pad("TTFT s", 10),
             pad("tok/s", 11)
         );
-        for (ctx, row) in by_context(&r.prefill) {
-            let ctx_label = ctx
-                .parse::<u64>()
-                .map(format_context)
-                .unwrap_or_else(|_| ctx.clone());
+        for (ctx_label, row) in by_context(&r.prefill) {
             let _ = writeln!(
                 out,
                 "  {}{}{}{}  {}",
@@ -312,11 +308,7 @@ pub fn render_text(r: &Results, opts: &ReportOptions) -> String {
             pad("TTFT s", 10),
             pad("comp. tok/s", 13)
         );
-        for (ctx, row) in by_context(&r.prefill_warm) {
-            let ctx_label = ctx
-                .parse::<u64>()
-                .map(format_context)
-                .unwrap_or_else(|_| ctx.clone());
+        for (ctx_label, row) in by_context(&r.prefill_warm) {
             let cached = match (row.cached_tokens, row.cache_hit_rate) {
                 (Some(c), Some(h)) => format!("{c} ({:.0}%)", h * 100.0),
                 (Some(c), None) => c.to_string(),
@@ -463,12 +455,15 @@ pub fn write_json(r: &Results, path: &Path) -> anyhow::Result<()> {
     Ok(())
 }
 
-/// Rows keyed by context tokens (`"8192"`), in ascending numeric order (keys that are not
-/// numbers last, as they are); the JSON keeps the run's own order.
-fn by_context<V>(m: &indexmap::IndexMap<String, V>) -> Vec<(&String, &V)> {
-    let mut v: Vec<(&String, &V)> = m.iter().collect();
-    v.sort_by_key(|(k, _)| k.parse::<u64>().unwrap_or(u64::MAX));
-    v
+/// Rows keyed by context tokens (`"8192"`) with their labels (`8k`), in ascending numeric
+/// order (keys that are not numbers last, shown as they are); the JSON keeps the run's order.
+fn by_context<V>(m: &indexmap::IndexMap<String, V>) -> Vec<(String, &V)> {
+    let mut v: Vec<(Option<u64>, &String, &V)> =
+        m.iter().map(|(k, row)| (k.parse().ok(), k, row)).collect();
+    v.sort_by_key(|(n, _, _)| n.unwrap_or(u64::MAX));
+    v.into_iter()
+        .map(|(n, k, row)| (n.map_or_else(|| k.clone(), format_context), row))
+        .collect()
 }
 
 #[cfg(test)]
