@@ -1,0 +1,419 @@
+//! Loading a registry directory into memory (§2.1, §4.1 "Loading").
+//!
+//! Layout: `<root>/<collection dir>/<id>.json`, one record per file, `id` = file stem. Legacy
+//! directory names (`speed-sweeps/`) and legacy link fields (`speed_sweeps_ids`) are read and
+//! normalised; problems found while loading (invalid JSON, id ≠ file stem, duplicate ids) are
+//! collected in [`Registry::problems`], never fatal, so `validate` can list them all.
+
+use std::collections::BTreeMap;
+use std::fmt;
+use std::path::{Path, PathBuf};
+
+use serde_json::Value;
+
+use crate::collection::{canonical_field, is_legacy_field, Cardinality, Collection};
+use crate::records::{Recipe, SpeedSweep, TypedRecord};
+
+/// One problem, printed as `path: rule: message` (one line).
+#[derive(Clone, Debug, PartialEq, Eq, PartialOrd, Ord)]
+pub struct Problem {
+    /// Registry-relative file path (`recipe/x.json`), optionally with a JSON pointer
+    /// (`speed-sweep/x.json#/rows/3/ttft_ms_p50`).
+    pub path: String,
+    /// Rule id (kebab case, listed in `docs/registry.md`).
+    pub rule: String,
+    /// What is wrong, one line.
+    pub message: String,
+}
+
+impl Problem {
+    /// A problem.
+    pub fn new(
+        path: impl Into<String>,
+        rule: impl Into<String>,
+        message: impl Into<String>,
+    ) -> Self {
+        Problem {
+            path: path.into(),
+            rule: rule.into(),
+            message: message.into().replace('\n', " "),
+        }
+    }
+}
+
+impl fmt::Display for Problem {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(f, "{}: {}: {}", self.path, self.rule, self.message)
+    }
+}
+
+/// A registry that cannot be read at all.
+#[derive(Debug, thiserror::Error)]
+pub enum RegistryError {
+    /// The root is missing or not a directory.
+    #[error("{0} is not a registry directory (no such directory)")]
+    NotADirectory(PathBuf),
+    /// An I/O error on a path.
+    #[error("cannot read {path}: {source}")]
+    Io {
+        /// The path.
+        path: PathBuf,
+        /// The error.
+        source: std::io::Error,
+    },
+}
+
+/// One loaded record.
+#[derive(Clone, Debug)]
+pub struct Record {
+    /// Its collection.
+    pub collection: Collection,
+    /// Its id (= file stem).
+    pub id: String,
+    /// Registry-relative path as read (`speed-sweeps/x.json` for a legacy directory).
+    pub rel_path: String,
+    /// The JSON as read, with legacy link fields renamed to their canonical spelling.
+    pub raw: Value,
+    /// The typed record, when `raw` parses as one.
+    pub typed: Option<TypedRecord>,
+    /// Why `raw` does not parse as the typed record (missing or unknown field, wrong type).
+    pub parse_error: Option<String>,
+    /// Normalisations applied while reading (`speed_sweeps_ids → speed_sweep_ids`,
+    /// `directory speed-sweeps → speed-sweep`).
+    pub normalised: Vec<String>,
+    /// Whether the file's text was already canonical ([`crate::canonical`]).
+    pub canonical: bool,
+}
+
+impl Record {
+    /// Builds a record from JSON (normalising legacy fields and parsing the typed record).
+    pub fn from_value(collection: Collection, id: &str, rel_path: String, mut raw: Value) -> Self {
+        let normalised = normalise(&mut raw);
+        let (typed, parse_error) = match TypedRecord::parse(collection, &raw) {
+            Ok(t) => (Some(t), None),
+            Err(e) => (None, Some(e.to_string())),
+        };
+        Record {
+            collection,
+            id: id.to_string(),
+            rel_path,
+            raw,
+            typed,
+            parse_error,
+            normalised,
+            canonical: true,
+        }
+    }
+
+    /// The canonical registry-relative path: `<dir>/<id>.json`.
+    pub fn canonical_rel_path(&self) -> String {
+        rel_path_for(self.collection, &self.id)
+    }
+
+    /// The typed recipe, when this is one that parsed.
+    pub fn recipe(&self) -> Option<&Recipe> {
+        match &self.typed {
+            Some(TypedRecord::Recipe(r)) => Some(r),
+            _ => None,
+        }
+    }
+
+    /// The typed sweep, when this is one that parsed.
+    pub fn sweep(&self) -> Option<&SpeedSweep> {
+        match &self.typed {
+            Some(TypedRecord::SpeedSweep(r)) => Some(r),
+            _ => None,
+        }
+    }
+}
+
+/// Renames legacy reference fields at the top level of a record (`speed_sweeps_ids` →
+/// `speed_sweep_ids`). When both spellings are present with the same value the legacy one is
+/// dropped; with different values both stay (the typed parse then fails with "duplicate
+/// field", which `validate` reports). Returns what was done.
+pub fn normalise(raw: &mut Value) -> Vec<String> {
+    let mut notes = Vec::new();
+    let Some(obj) = raw.as_object_mut() else {
+        return notes;
+    };
+    let legacy: Vec<String> = obj.keys().filter(|k| is_legacy_field(k)).cloned().collect();
+    for old in legacy {
+        let new = canonical_field(&old);
+        let v = obj.remove(&old).expect("key listed above");
+        match obj.get(&new) {
+            None => {
+                obj.insert(new.clone(), v);
+                notes.push(format!("{old} → {new}"));
+            }
+            Some(existing) if *existing == v => {
+                notes.push(format!("{old} dropped (same as {new})"))
+            }
+            Some(_) => {
+                obj.insert(old.clone(), v);
+            }
+        }
+    }
+    notes
+}
+
+/// `<dir>/<id>.json` for a record.
+pub fn rel_path_for(collection: Collection, id: &str) -> String {
+    format!("{}/{id}.json", collection.dir_name())
+}
+
+/// A reference from one record to another, found by the resolver rule.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Reference {
+    /// The field (`model_instance_id`, `speed_sweep_ids`).
+    pub field: String,
+    /// JSON pointer of the value (`/speed_sweep_ids/0`).
+    pub pointer: String,
+    /// Target collection.
+    pub collection: Collection,
+    /// Target id.
+    pub id: String,
+}
+
+/// Top-level references of a record by the resolver rule (§2.1): every `<field>_id` string
+/// and every string of a `<field>_ids` array whose field names a known collection. Nested
+/// objects are not walked (their `*_id` keys belong to foreign systems: `launch.run_id`,
+/// `metadata.acceptance.served_model_id`). A null `*_id` is no reference.
+pub fn references(raw: &Value) -> Vec<Reference> {
+    let mut out = Vec::new();
+    let Some(obj) = raw.as_object() else {
+        return out;
+    };
+    for (field, v) in obj {
+        let Some((collection, card)) = Collection::from_reference_field(field) else {
+            continue;
+        };
+        match (card, v) {
+            (Cardinality::One, Value::String(id)) => out.push(Reference {
+                field: field.clone(),
+                pointer: format!("/{field}"),
+                collection,
+                id: id.clone(),
+            }),
+            (Cardinality::Many, Value::Array(ids)) => {
+                for (i, id) in ids.iter().enumerate() {
+                    if let Value::String(id) = id {
+                        out.push(Reference {
+                            field: field.clone(),
+                            pointer: format!("/{field}/{i}"),
+                            collection,
+                            id: id.clone(),
+                        });
+                    }
+                }
+            }
+            _ => {}
+        }
+    }
+    out
+}
+
+/// The whole registry in memory.
+#[derive(Clone, Debug, Default)]
+pub struct Registry {
+    /// The root directory it was read from.
+    pub root: PathBuf,
+    records: BTreeMap<Collection, BTreeMap<String, Record>>,
+    /// Problems found while loading (rules `invalid-json`, `id-matches-file`, `duplicate-id`,
+    /// `not-an-object`).
+    pub problems: Vec<Problem>,
+}
+
+impl Registry {
+    /// An empty registry rooted at `root` (nothing is read).
+    pub fn empty(root: impl Into<PathBuf>) -> Registry {
+        Registry {
+            root: root.into(),
+            ..Default::default()
+        }
+    }
+
+    /// Reads every `<root>/<collection dir>/*.json` (canonical and legacy directory names).
+    /// Files that cannot be parsed or whose id does not match the stem are reported in
+    /// [`Registry::problems`] and skipped; other files under the root are ignored.
+    ///
+    /// Errors: the root is not a directory, or a collection directory cannot be listed.
+    pub fn load(dir: impl AsRef<Path>) -> Result<Registry, RegistryError> {
+        let root = dir.as_ref().to_path_buf();
+        if !root.is_dir() {
+            return Err(RegistryError::NotADirectory(root));
+        }
+        let mut reg = Registry::empty(&root);
+        for c in Collection::ALL {
+            let mut dirs = vec![c.dir_name()];
+            dirs.extend_from_slice(c.legacy_dir_names());
+            for d in dirs {
+                let path = root.join(d);
+                if !path.is_dir() {
+                    continue;
+                }
+                let mut files: Vec<PathBuf> = std::fs::read_dir(&path)
+                    .map_err(|e| RegistryError::Io {
+                        path: path.clone(),
+                        source: e,
+                    })?
+                    .filter_map(|e| e.ok().map(|e| e.path()))
+                    .filter(|p| p.extension().is_some_and(|x| x == "json") && p.is_file())
+                    .collect();
+                files.sort();
+                for f in files {
+                    reg.load_file(c, d, &f)?;
+                }
+            }
+        }
+        Ok(reg)
+    }
+
+    fn load_file(&mut self, c: Collection, dir: &str, f: &Path) -> Result<(), RegistryError> {
+        let stem = f
+            .file_stem()
+            .map(|s| s.to_string_lossy().into_owned())
+            .unwrap_or_default();
+        let rel = format!(
+            "{dir}/{}",
+            f.file_name().unwrap_or_default().to_string_lossy()
+        );
+        let text = std::fs::read_to_string(f).map_err(|e| RegistryError::Io {
+            path: f.to_path_buf(),
+            source: e,
+        })?;
+        let raw: Value = match serde_json::from_str(&text) {
+            Ok(v) => v,
+            Err(e) => {
+                self.problems
+                    .push(Problem::new(&rel, "invalid-json", e.to_string()));
+                return Ok(());
+            }
+        };
+        if !raw.is_object() {
+            self.problems.push(Problem::new(
+                &rel,
+                "not-an-object",
+                "a record is a JSON object",
+            ));
+            return Ok(());
+        }
+        match raw.get("id").and_then(Value::as_str) {
+            Some(id) if id == stem => {}
+            Some(id) => {
+                self.problems.push(Problem::new(
+                    &rel,
+                    "id-matches-file",
+                    format!("id {id:?} differs from the file stem {stem:?}"),
+                ));
+                return Ok(());
+            }
+            None => {
+                self.problems
+                    .push(Problem::new(&rel, "id-matches-file", "no string `id`"));
+                return Ok(());
+            }
+        }
+        if self.get(c, &stem).is_some() {
+            self.problems.push(Problem::new(
+                &rel,
+                "duplicate-id",
+                format!("{c} {stem:?} is also in another file (legacy directory?)"),
+            ));
+            return Ok(());
+        }
+        let mut rec = Record::from_value(c, &stem, rel, raw);
+        rec.canonical = crate::canonical::is_canonical(&text);
+        if dir != c.dir_name() {
+            rec.normalised
+                .push(format!("directory {dir} → {}", c.dir_name()));
+        }
+        self.records.entry(c).or_default().insert(stem, rec);
+        Ok(())
+    }
+
+    /// Inserts (or replaces) a record from JSON; its id comes from `raw.id`. Returns the
+    /// replaced record, if any. Used by import and publish before writing.
+    ///
+    /// Errors: `raw` has no string `id`.
+    pub fn insert(&mut self, collection: Collection, raw: Value) -> Result<Option<Record>, String> {
+        let id = raw
+            .get("id")
+            .and_then(Value::as_str)
+            .ok_or_else(|| format!("a {collection} record needs a string `id`"))?
+            .to_string();
+        let rec = Record::from_value(collection, &id, rel_path_for(collection, &id), raw);
+        Ok(self.records.entry(collection).or_default().insert(id, rec))
+    }
+
+    /// The record `id` of `collection`.
+    pub fn get(&self, collection: Collection, id: &str) -> Option<&Record> {
+        self.records.get(&collection)?.get(id)
+    }
+
+    /// Every record of `collection`, by id.
+    pub fn records(&self, collection: Collection) -> impl Iterator<Item = &Record> {
+        self.records
+            .get(&collection)
+            .into_iter()
+            .flat_map(|m| m.values())
+    }
+
+    /// Every record, collection by collection ([`Collection::ALL`] order), then by id.
+    pub fn all(&self) -> impl Iterator<Item = &Record> {
+        Collection::ALL.into_iter().flat_map(|c| self.records(c))
+    }
+
+    /// Sorted ids of `collection`.
+    pub fn ids(&self, collection: Collection) -> Vec<&str> {
+        self.records(collection).map(|r| r.id.as_str()).collect()
+    }
+
+    /// Number of records of `collection`.
+    pub fn count(&self, collection: Collection) -> usize {
+        self.records.get(&collection).map_or(0, |m| m.len())
+    }
+
+    /// Resolves a reference field's value (`resolve("model_instance_id", "x")`); None when the
+    /// field names no collection or the record does not exist.
+    pub fn resolve(&self, field: &str, id: &str) -> Option<&Record> {
+        let (c, _) = Collection::from_reference_field(field)?;
+        self.get(c, id)
+    }
+
+    /// The typed recipe `id`.
+    pub fn recipe(&self, id: &str) -> Option<&Recipe> {
+        self.get(Collection::Recipe, id)?.recipe()
+    }
+
+    /// The typed sweep `id`.
+    pub fn sweep(&self, id: &str) -> Option<&SpeedSweep> {
+        self.get(Collection::SpeedSweep, id)?.sweep()
+    }
+
+    /// Sweeps whose `recipe_id` is `recipe_id` (the backward link), by id.
+    pub fn sweeps_of_recipe(&self, recipe_id: &str) -> Vec<&Record> {
+        self.records(Collection::SpeedSweep)
+            .filter(|r| r.raw.get("recipe_id").and_then(Value::as_str) == Some(recipe_id))
+            .collect()
+    }
+
+    /// `<root>/<dir>/<id>.json`.
+    pub fn path_for(&self, collection: Collection, id: &str) -> PathBuf {
+        self.root.join(rel_path_for(collection, id))
+    }
+
+    /// Writes one record canonically to its canonical path (`<root>/<dir>/<id>.json`).
+    ///
+    /// Errors: no such record, or the file cannot be written.
+    pub fn write_record(&self, collection: Collection, id: &str) -> std::io::Result<PathBuf> {
+        let rec = self.get(collection, id).ok_or_else(|| {
+            std::io::Error::new(
+                std::io::ErrorKind::NotFound,
+                format!("no {collection} {id}"),
+            )
+        })?;
+        let path = self.path_for(collection, id);
+        crate::canonical::write_canonical(&path, &rec.raw)?;
+        Ok(path)
+    }
+}

@@ -1,0 +1,78 @@
+//! Loader, resolver rule, legacy names and schemas compile.
+
+use serde_json::{json, Value};
+use servebench_registry::{references, schema::Schemas, Collection, Registry, TypedRecord};
+
+fn seed_sweep() -> Value {
+    let text = std::fs::read_to_string(concat!(
+        env!("CARGO_MANIFEST_DIR"),
+        "/../../tests/data/registry/seed-001-speed-sweep-envelope.json"
+    ))
+    .unwrap();
+    let mut v: Value = serde_json::from_str(&text).unwrap();
+    let mut data = v["data"].take();
+    data.as_object_mut().unwrap().remove("relationships");
+    data
+}
+
+#[test]
+fn schemas_compile() {
+    let _ = Schemas::new();
+}
+
+#[test]
+fn loads_legacy_dir_and_field() {
+    let dir = tempfile::tempdir().unwrap();
+    let sweep = seed_sweep();
+    let id = sweep["id"].as_str().unwrap().to_string();
+    std::fs::create_dir_all(dir.path().join("speed-sweeps")).unwrap();
+    std::fs::write(
+        dir.path().join(format!("speed-sweeps/{id}.json")),
+        serde_json::to_string(&sweep).unwrap(),
+    )
+    .unwrap();
+    std::fs::create_dir_all(dir.path().join("recipe")).unwrap();
+    std::fs::write(
+        dir.path().join("recipe/r.json"),
+        json!({"id": "r", "speed_sweeps_ids": [id]}).to_string(),
+    )
+    .unwrap();
+    std::fs::write(dir.path().join("recipe/bad.json"), "{").unwrap();
+    std::fs::write(dir.path().join("recipe/other.json"), r#"{"id":"x"}"#).unwrap();
+
+    let reg = Registry::load(dir.path()).unwrap();
+    let rec = reg
+        .get(Collection::SpeedSweep, &id)
+        .expect("legacy dir read");
+    assert!(
+        matches!(rec.typed, Some(TypedRecord::SpeedSweep(_))),
+        "{:?}",
+        rec.parse_error
+    );
+    assert_eq!(rec.canonical_rel_path(), format!("speed-sweep/{id}.json"));
+    assert!(!rec.canonical);
+    let r = reg.get(Collection::Recipe, "r").unwrap();
+    assert_eq!(r.raw["speed_sweep_ids"][0], id);
+    assert!(r.raw.get("speed_sweeps_ids").is_none());
+    let refs = references(&r.raw);
+    assert_eq!(refs.len(), 1);
+    assert_eq!(refs[0].collection, Collection::SpeedSweep);
+    assert!(reg.resolve(&refs[0].field, &refs[0].id).is_some());
+    let rules: Vec<&str> = reg.problems.iter().map(|p| p.rule.as_str()).collect();
+    assert_eq!(
+        rules,
+        ["invalid-json", "id-matches-file"],
+        "{:?}",
+        reg.problems
+    );
+    assert_eq!(
+        reg.sweeps_of_recipe("glm53-flash-exl3-q4-rtxpro6000-sglang-tp4")
+            .len(),
+        1
+    );
+}
+
+#[test]
+fn missing_dir_is_an_error() {
+    assert!(Registry::load("/nonexistent/registry").is_err());
+}
