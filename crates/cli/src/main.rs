@@ -6,6 +6,8 @@
 
 mod args;
 mod live;
+mod publish;
+mod registry_cmd;
 mod selftest;
 mod task;
 
@@ -86,6 +88,8 @@ fn main() -> ExitCode {
             Command::Validate(a) => cmd_validate(a),
             Command::Selftest(a) => selftest::run(a).await.map(|()| ExitCode::SUCCESS),
             Command::Task(a) => task::cmd_task(*a).await,
+            Command::Registry(a) => registry_cmd::cmd_registry(a),
+            Command::Publish(a) => publish::cmd_publish(*a),
         }
     });
     match result {

@@ -282,6 +282,7 @@ pub async fn run(
     cancel: CancellationToken,
 ) -> Result<Results, RunError> {
     let t_run = Instant::now();
+    let started_at = chrono::Utc::now().to_rfc3339_opts(chrono::SecondsFormat::Millis, true);
     let run_id = make_run_id(cfg.seed);
     let client =
         HttpClient::new(cfg.target.clone()).map_err(|e| RunError::Startup(e.to_string()))?;
@@ -911,6 +912,7 @@ pub async fn run(
         timestamp: chrono::Local::now()
             .format("%Y-%m-%dT%H:%M:%S%.6f")
             .to_string(),
+        started_at: Some(started_at),
         decode_mode: primary_mode.into(),
         primary_decode_layer: if request_count_mode {
             "burst_e2e_decode"

@@ -1,6 +1,6 @@
 //! servebench's local-ai-registry/v1 crate: typed records, the canonical collection enum and
-//! id grammars, a loader with the resolver rule, canonical formatting, and (in later modules)
-//! the validator, trust derivation, import and publish.
+//! id grammars, a loader with the resolver rule, canonical formatting, the validator
+//! ([`validate`]), trust derivation ([`trust`]), import ([`import`]) and publish ([`publish`]).
 //!
 //! Spec: `local-ai-registry-spec.md` (§2 data model, §3 metrics, §4 validation, §6.4 trust,
 //! §6.6 imports, §7.2 weaknesses fixed here). One record per file, `<root>/<dir>/<id>.json`.
@@ -11,9 +11,15 @@
 
 pub mod canonical;
 pub mod collection;
+pub mod draft;
+pub mod import;
 pub mod load;
+pub mod metrics;
+pub mod publish;
 pub mod records;
 pub mod schema;
+pub mod trust;
+pub mod validate;
 pub mod verdict;
 
 pub use collection::{is_valid_id, Cardinality, Collection, UnknownCollection};

@@ -9,7 +9,8 @@
 //! * A fact **may** carry `value` but never must (one v1 validator required it, the schema text
 //!   forbade it).
 //! * A field that v1 requires but a drafted record cannot know (hardware `vendor`, `kind`,
-//!   `accelerator_backend`, `memory.vram_gb`; model `params`; model-instance `repository`) may
+//!   `accelerator_backend`, `memory.vram_gb`; model `params`; model-instance `repository`,
+//!   `kind`) may
 //!   be `null` **only** when `facts.<path>` marks it `unknown`/`unavailable` with a reason. The
 //!   validator enforces this (`unknown-needs-fact`).
 //! * Launch kinds: the union of the v1 vocabularies; `compose` is read as `docker-compose`.
@@ -377,8 +378,8 @@ pub struct ModelInstance {
     pub served_name: Option<String>,
     /// Weights.
     pub weights: Weights,
-    /// Kind.
-    pub kind: InstanceKind,
+    /// Kind; null only with an `unknown` fact.
+    pub kind: Option<InstanceKind>,
     /// URL.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub url: Option<String>,

@@ -90,6 +90,9 @@ pub struct Metadata {
     pub endpoint: String,
     /// Local ISO-8601 time when the file was written.
     pub timestamp: String,
+    /// RFC3339 UTC time (`…Z`) when the run started, before the server was contacted: the
+    /// measurement time a registry record carries (`measured_at`). Null in older files.
+    pub started_at: Option<String>,
     /// `duration` (sustained cells) or `request-count` (burst cells as the primary layer).
     pub decode_mode: String,
     /// `sustained_decode` or `burst_e2e_decode`.

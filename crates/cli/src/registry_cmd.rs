@@ -1,0 +1,132 @@
+//! `servebench registry validate | import | trust`: the local-ai-registry/v1 commands
+//! (logic in `servebench-registry`; this module is flags and printing).
+
+use std::path::{Path, PathBuf};
+use std::process::ExitCode;
+
+use anyhow::Context as _;
+use clap::{Args, Subcommand};
+use servebench_registry::{import, trust, validate, Registry};
+
+/// `servebench registry …`.
+#[derive(Debug, Args)]
+pub struct RegistryArgs {
+    /// What to do.
+    #[command(subcommand)]
+    pub command: RegistryCommand,
+}
+
+/// Registry subcommands.
+#[derive(Debug, Subcommand)]
+pub enum RegistryCommand {
+    /// Check a registry directory: JSON Schemas, references, id grammars, sweep <-> recipe
+    /// links, container and launch rules, trust-derived statuses, timestamps and unit
+    /// plausibility. Prints one `path: rule: message` line per problem; exit 1 when any.
+    Validate {
+        /// Registry root (holds hardware/, model/, model-instance/, recipe/, speed-sweep/).
+        dir: PathBuf,
+    },
+    /// Import API envelopes ({data, meta}) or bare records of any collection as canonical
+    /// files; a sweep whose recipe is missing gets a drafted candidate recipe (and the stubs it
+    /// needs) so every link resolves.
+    Import {
+        /// JSON files to import.
+        #[arg(required = true)]
+        files: Vec<PathBuf>,
+        /// Registry root to write into (created when missing).
+        #[arg(long)]
+        registry: PathBuf,
+    },
+    /// Recompute every recipe status by the trust derivation and rewrite the ones that differ
+    /// (with --check: only list them, exit 1 when any differ).
+    Trust {
+        /// Registry root.
+        dir: PathBuf,
+        /// Report only; write nothing.
+        #[arg(long)]
+        check: bool,
+    },
+}
+
+/// Prints `problems` (one line each, paths under `dir`) and returns the exit code.
+pub fn report_problems(dir: &Path, problems: &[servebench_registry::Problem]) -> ExitCode {
+    for p in problems {
+        println!("{}/{}: {}: {}", dir.display(), p.path, p.rule, p.message);
+    }
+    if problems.is_empty() {
+        eprintln!("{}: registry valid", dir.display());
+        ExitCode::SUCCESS
+    } else {
+        let n = problems.len();
+        eprintln!(
+            "error: {}: {n} problem{}",
+            dir.display(),
+            if n == 1 { "" } else { "s" }
+        );
+        ExitCode::FAILURE
+    }
+}
+
+/// Runs a registry subcommand.
+pub fn cmd_registry(a: RegistryArgs) -> anyhow::Result<ExitCode> {
+    match a.command {
+        RegistryCommand::Validate { dir } => {
+            let problems = validate::validate_dir(&dir).map_err(crate::args::usage)?;
+            Ok(report_problems(&dir, &problems))
+        }
+        RegistryCommand::Import { files, registry } => {
+            std::fs::create_dir_all(&registry)
+                .with_context(|| format!("cannot create {}", registry.display()))?;
+            let mut reg = Registry::load(&registry)?;
+            let now = chrono::Utc::now();
+            for f in &files {
+                let text = std::fs::read_to_string(f)
+                    .with_context(|| format!("cannot read {}", f.display()))?;
+                let out = import::import_text(&mut reg, &text, &f.display().to_string(), now)?;
+                for (c, id) in &out.imported {
+                    println!("imported {c} {id}");
+                }
+                for (c, id) in &out.drafted {
+                    println!("drafted  {c} {id} (candidate stub)");
+                }
+                for (c, id) in &out.updated {
+                    println!("updated  {c} {id} (links the imported sweep)");
+                }
+            }
+            Ok(ExitCode::SUCCESS)
+        }
+        RegistryCommand::Trust { dir, check } => {
+            let mut reg = Registry::load(&dir).map_err(crate::args::usage)?;
+            let changes = if check {
+                trust::status_changes(&reg)
+            } else {
+                trust::apply(&mut reg)?
+            };
+            for c in &changes {
+                let why = if c.failures.is_empty() {
+                    String::new()
+                } else {
+                    format!(" ({})", c.failures.join("; "))
+                };
+                println!(
+                    "{} recipe {}: {:?} -> {}{why}",
+                    if check { "differs" } else { "rewrote" },
+                    c.recipe_id,
+                    c.stored,
+                    c.derived.as_str()
+                );
+            }
+            if changes.is_empty() {
+                eprintln!(
+                    "{}: every recipe status matches the trust derivation",
+                    dir.display()
+                );
+            }
+            Ok(if check && !changes.is_empty() {
+                ExitCode::FAILURE
+            } else {
+                ExitCode::SUCCESS
+            })
+        }
+    }
+}

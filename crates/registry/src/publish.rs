@@ -1,0 +1,1033 @@
+//! `servebench publish`: one results JSON → one speed sweep (plus the recipe link, and drafted
+//! `candidate` records when the recipe is new).
+//!
+//! # Rows
+//! One row per sustained-decode cell (`results[]`), cold prefill row (`prefill`), warm-prefix
+//! prefill row (`prefill_warm`), Burst / E2E cell (`burst_results[]`) and request-rate cell
+//! (`rate_results[]`, when the results have it). Failed and skipped cells are rows too. Each
+//! row carries `layer` (`sustained_decode`, `prefill`, `prefill_warm`, `burst_e2e`,
+//! `request_rate`), `context_label_tokens` (the planned context) and the cell's status.
+//!
+//! # Verdict rules (first that applies wins; the rule id is stored in `verdict.rule`)
+//! | rule | condition | verdict |
+//! |---|---|---|
+//! | `not-run` | cell status `skipped_*` | `not-run` |
+//! | `infra-invalid` | cell status `error` | `infra-invalid` |
+//! | `cell-invalid` | cell status `invalid`, or no headline number | `measurement-invalid` |
+//! | `client-lag` | `client_max_tick_lag_ms` > [`CLIENT_LAG_MAX_MS`] | `measurement-invalid` |
+//! | `server-disagrees` | the server's counter delta differs from the client's rate × the server's window by more than [`SERVER_AGREE_REL`] + [`SERVER_AGREE_TOKENS_PER_STREAM`] × C tokens, or a counter reset | `measurement-invalid` |
+//! | `cold-cache-hit` | a cold prefill row whose server reports cached prompt tokens | `measurement-invalid` |
+//! | `capacity-limited` | `capacity_limited`, `underfilled` or `warmup_timed_out` | `candidate` |
+//! | `regression` | `--baseline` has an accepted row of the same (layer, C, context) and this row's rate (decode: `decode_tok_s`, prefill: `prefill_tok_s`) is lower by more than [`REGRESSION_NOISE`] | `rejected-…-regression` |
+//! | `accepted` | otherwise | `accepted` |
+//!
+//! Tags: profile `c1` (sustained C = 1), `concurrency-sweep` (sustained C > 1), `prefill`,
+//! `burst-e2e`, `request-rate`; cache `cold` when every request that reports cached tokens
+//! reports 0, `warm-prefix` when some are cached — and, when the server reports nothing,
+//! `warm-prefix` for decode layers (servebench primes each context's shared prefix with a scout
+//! on purpose, `core::prompt`) and `cold` for the cold prefill layer.
+//!
+//! # Metrics and provenance
+//! `metrics` by [`crate::metrics::METRIC_RULE`]; `measured_at` = `metadata.started_at` (else
+//! `metadata.timestamp`, as written by the run), never the publishing time; `accepted_at` = the
+//! publishing time when at least one row is accepted, else null. `source` names the tool and
+//! version, the publish command line, the results file's sha256, engine and version, model,
+//! host identity (hostname, hardware id and count), run id, metric rule and rate kind.
+
+use std::collections::BTreeMap;
+
+use chrono::{DateTime, Utc};
+use serde_json::{json, Map, Value};
+use servebench_results::{CellResult, CellStatus, PrefillRow, Results};
+
+use crate::draft::{self, DraftSource, HardwareFacts, RecipeDraft};
+use crate::metrics;
+use crate::records::SweepRow;
+use crate::verdict::{profile, CacheTag, RowVerdict, Verdict};
+use crate::{is_valid_id, Collection, Registry, SCHEMA_VERSION};
+
+/// `source.tool.name` of sweeps servebench publishes.
+pub const TOOL_NAME: &str = "servebench";
+/// `source.kind` of sweeps servebench publishes.
+pub const SOURCE_KIND: &str = "servebench-run";
+/// Client monitor-tick lag above which the client may have limited the cell, ms (the same
+/// threshold as the cell's own warning, `core::cell`).
+pub const CLIENT_LAG_MAX_MS: f64 = 50.0;
+/// Relative tolerance between the server's generated-token counter and the client's count.
+pub const SERVER_AGREE_REL: f64 = 0.10;
+/// Absolute slack per stream for the counter comparison (tokens in flight at the edges).
+pub const SERVER_AGREE_TOKENS_PER_STREAM: f64 = 4.0;
+/// Relative slowdown against a baseline row treated as noise (5 %).
+pub const REGRESSION_NOISE: f64 = 0.05;
+
+/// What `publish` needs besides the results.
+#[derive(Clone, Debug)]
+pub struct PublishOptions {
+    /// Recipe id (existing, or drafted).
+    pub recipe_id: String,
+    /// Sweep id; default `<recipe-id>-<YYYYMMDD>-<run id>`.
+    pub sweep_id: Option<String>,
+    /// Baseline sweep id for regression verdicts.
+    pub baseline: Option<String>,
+    /// Existing hardware record for a drafted recipe.
+    pub hardware_id: Option<String>,
+    /// Existing model-instance record for a drafted recipe.
+    pub model_instance_id: Option<String>,
+    /// sha256 of the results file's bytes (lowercase hex).
+    pub results_sha256: String,
+    /// Name of the results file (recorded in `source.paths`).
+    pub results_file: String,
+    /// The publish command line.
+    pub command: Vec<String>,
+    /// The publishing time (`accepted_at`, `captured_at`).
+    pub now: DateTime<Utc>,
+    /// servebench version.
+    pub tool_version: String,
+}
+
+/// A publish that could not be done (nothing is written).
+#[derive(Debug, thiserror::Error)]
+pub enum PublishError {
+    /// Bad option value (exit 2).
+    #[error("{0}")]
+    Usage(String),
+    /// The results or registry do not allow it.
+    #[error("{0}")]
+    Refused(String),
+    /// Writing failed.
+    #[error("cannot write {0}")]
+    Io(String, #[source] std::io::Error),
+}
+
+/// What was written.
+#[derive(Clone, Debug, Default)]
+pub struct PublishOutcome {
+    /// The new sweep id.
+    pub sweep_id: String,
+    /// Records written, `(collection, id)`.
+    pub written: Vec<(Collection, String)>,
+    /// Of those, drafted as new `candidate` stubs.
+    pub drafted: Vec<(Collection, String)>,
+    /// Rows per status string.
+    pub statuses: BTreeMap<String, usize>,
+}
+
+/// sha256 of `bytes`, lowercase hex.
+pub fn sha256_hex(bytes: &[u8]) -> String {
+    let d = ring::digest::digest(&ring::digest::SHA256, bytes);
+    d.as_ref().iter().map(|b| format!("{b:02x}")).collect()
+}
+
+/// Which measurement layer a row came from.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, PartialOrd, Ord)]
+pub enum Layer {
+    /// `results[]`.
+    SustainedDecode,
+    /// `prefill{}` (cold).
+    Prefill,
+    /// `prefill_warm{}`.
+    PrefillWarm,
+    /// `burst_results[]`.
+    BurstE2e,
+    /// `rate_results[]`.
+    RequestRate,
+}
+
+impl Layer {
+    /// The row's `layer` value.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Layer::SustainedDecode => "sustained_decode",
+            Layer::Prefill => "prefill",
+            Layer::PrefillWarm => "prefill_warm",
+            Layer::BurstE2e => "burst_e2e",
+            Layer::RequestRate => "request_rate",
+        }
+    }
+}
+
+/// The facts about one cell that the verdict rules read (a pure input, table-tested).
+#[derive(Clone, Debug, Default)]
+pub struct CellFacts {
+    /// Cell status.
+    pub status: CellStatus,
+    /// Why not ok.
+    pub status_reason: String,
+    /// Headline rate (decode aggregate or prefill tok/s); None = not measured.
+    pub rate: Option<f64>,
+    /// Capacity-limited flag.
+    pub capacity_limited: bool,
+    /// Underfilled flag.
+    pub underfilled: bool,
+    /// Readiness timed out.
+    pub warmup_timed_out: bool,
+    /// Client monitor lag, ms.
+    pub client_max_tick_lag_ms: Option<f64>,
+    /// Client's aggregate rate, tok/s (decode layers).
+    pub client_tps: Option<f64>,
+    /// Server's generated tokens over its window.
+    pub server_output_tokens: Option<f64>,
+    /// The server's window, s.
+    pub server_window_seconds: Option<f64>,
+    /// A server counter went down.
+    pub server_counter_reset: bool,
+    /// Concurrency.
+    pub concurrency: u64,
+    /// Cold prefill row with cached prompt tokens reported by the server.
+    pub cold_cached_tokens: Option<u64>,
+}
+
+/// Decides a row's verdict from its cell facts, tags and the baseline's rate (the table in
+/// the module docs).
+pub fn decide(
+    f: &CellFacts,
+    cache: CacheTag,
+    profile: &str,
+    baseline: Option<(&str, f64)>,
+) -> RowVerdict {
+    let tagged = |verdict: Verdict, rule: &str, reason: String| {
+        let mut v = RowVerdict::new(verdict);
+        if !verdict.stands_alone() {
+            v.cache = Some(cache);
+            v.profile = Some(profile.to_string());
+        }
+        v.rule = Some(rule.to_string());
+        v.reason = (!reason.is_empty()).then_some(reason);
+        v
+    };
+    if f.status.is_skipped() {
+        return tagged(Verdict::NotRun, "not-run", f.status_reason.clone());
+    }
+    if f.status == CellStatus::Error {
+        return tagged(
+            Verdict::InfraInvalid,
+            "infra-invalid",
+            f.status_reason.clone(),
+        );
+    }
+    if f.status == CellStatus::Invalid || f.rate.is_none() {
+        let why = if f.status_reason.is_empty() {
+            "no headline number was measured".to_string()
+        } else {
+            f.status_reason.clone()
+        };
+        return tagged(Verdict::MeasurementInvalid, "cell-invalid", why);
+    }
+    if let Some(lag) = f.client_max_tick_lag_ms.filter(|l| *l > CLIENT_LAG_MAX_MS) {
+        return tagged(
+            Verdict::MeasurementInvalid,
+            "client-lag",
+            format!("the client's monitor tick ran {lag:.0} ms late (> {CLIENT_LAG_MAX_MS} ms): the client may have limited the cell"),
+        );
+    }
+    if f.server_counter_reset {
+        return tagged(
+            Verdict::MeasurementInvalid,
+            "server-disagrees",
+            "a server counter went down during the window (restart)".into(),
+        );
+    }
+    if let (Some(tps), Some(server), Some(win)) = (
+        f.client_tps,
+        f.server_output_tokens,
+        f.server_window_seconds,
+    ) {
+        let expected = tps * win;
+        let slack =
+            SERVER_AGREE_REL * expected + SERVER_AGREE_TOKENS_PER_STREAM * f.concurrency as f64;
+        if (server - expected).abs() > slack {
+            return tagged(
+                Verdict::MeasurementInvalid,
+                "server-disagrees",
+                format!("the server counted {server:.0} generated tokens over {win:.3} s, the client's rate gives {expected:.0} (± {slack:.0})"),
+            );
+        }
+    }
+    if let Some(c) = f.cold_cached_tokens.filter(|c| *c > 0) {
+        return tagged(
+            Verdict::MeasurementInvalid,
+            "cold-cache-hit",
+            format!("a cold prefill row, but the server reports {c} cached prompt tokens"),
+        );
+    }
+    if f.capacity_limited || f.underfilled || f.warmup_timed_out {
+        let what: Vec<&str> = [
+            (f.capacity_limited, "capacity-limited"),
+            (f.underfilled, "underfilled"),
+            (f.warmup_timed_out, "readiness timed out"),
+        ]
+        .into_iter()
+        .filter_map(|(b, s)| b.then_some(s))
+        .collect();
+        return tagged(
+            Verdict::Candidate,
+            "capacity-limited",
+            format!(
+                "{}: the server did not run all C = {} streams",
+                what.join(", "),
+                f.concurrency
+            ),
+        );
+    }
+    if let (Some((base_id, base_rate)), Some(rate)) = (baseline, f.rate) {
+        if rate < base_rate * (1.0 - REGRESSION_NOISE) {
+            let mut v = tagged(
+                Verdict::Rejected,
+                "regression",
+                format!(
+                    "{rate:.2} tok/s is {:.1} % below the baseline's {base_rate:.2} tok/s (noise {:.0} %)",
+                    100.0 * (1.0 - rate / base_rate),
+                    REGRESSION_NOISE * 100.0
+                ),
+            );
+            v.regression = true;
+            v.compared_to = Some(base_id.to_string());
+            return v;
+        }
+        let mut v = tagged(Verdict::Accepted, "accepted", String::new());
+        v.compared_to = Some(base_id.to_string());
+        return v;
+    }
+    tagged(Verdict::Accepted, "accepted", String::new())
+}
+
+fn round(x: f64, dp: i32) -> f64 {
+    let m = 10f64.powi(dp);
+    (x * m).round() / m
+}
+
+fn ms(s: Option<f64>) -> Option<f64> {
+    s.map(|s| round(s * 1000.0, 3))
+}
+
+/// Peak VRAM of a hardware summary, GB (`vram_used_max_mb` MiB / 1024); None without data.
+pub fn peak_vram_gb(summary: &Map<String, Value>) -> Option<f64> {
+    summary
+        .get("vram_used_max_mb")
+        .and_then(Value::as_f64)
+        .filter(|v| *v > 0.0)
+        .map(|mb| round(mb / 1024.0, 3))
+}
+
+/// Cache tag and evidence from per-request cached tokens: (tag if known, hit rate, cached
+/// tokens, computed tokens).
+fn cache_evidence(c: &CellResult) -> (Option<CacheTag>, Option<f64>, Option<u64>, Option<u64>) {
+    let known: Vec<(u64, Option<u64>)> = c
+        .request_samples
+        .iter()
+        .filter_map(|s| s.cached_tokens.map(|k| (k, s.input_tokens)))
+        .collect();
+    if known.is_empty() {
+        return (None, c.server_prefix_cache_hit_rate, None, None);
+    }
+    let cached: u64 = known.iter().map(|k| k.0).sum();
+    let prompt: Option<u64> = known.iter().map(|k| k.1).sum();
+    let tag = if cached == 0 {
+        CacheTag::Cold
+    } else {
+        CacheTag::WarmPrefix
+    };
+    let rate = prompt
+        .filter(|p| *p > 0)
+        .map(|p| round(cached as f64 / p as f64, 4))
+        .or(c.server_prefix_cache_hit_rate);
+    (
+        Some(tag),
+        rate,
+        Some(cached),
+        prompt.map(|p| p.saturating_sub(cached)),
+    )
+}
+
+struct RowBuild {
+    layer: Layer,
+    concurrency: u64,
+    context_label: u64,
+    row: SweepRow,
+    facts: CellFacts,
+    cache: CacheTag,
+    profile: &'static str,
+}
+
+fn cell_row(c: &CellResult, layer: Layer, max_tokens: u64) -> RowBuild {
+    let (cache_known, hit_rate, cached, computed) = cache_evidence(c);
+    let cache = cache_known.unwrap_or(CacheTag::WarmPrefix);
+    let profile = match layer {
+        Layer::BurstE2e => profile::BURST_E2E,
+        Layer::RequestRate => profile::REQUEST_RATE,
+        _ if c.concurrency <= 1 => profile::C1,
+        _ => profile::CONCURRENCY_SWEEP,
+    };
+    let ok = c.status == CellStatus::Ok;
+    let rate = if ok { c.aggregate_tps } else { None };
+    let window = c.measurement_seconds.filter(|w| *w > 0.0);
+    // Prompt + output tokens of the requests sent inside the window, per minute.
+    let total_tpm = (|| {
+        let w = window?;
+        let out = c.client_output_tokens? as f64;
+        let prompt: u64 = c
+            .request_samples
+            .iter()
+            .filter(|s| s.sent_at_window_s.is_some_and(|t| t >= 0.0 && t < w))
+            .map(|s| s.input_tokens)
+            .sum::<Option<u64>>()?;
+        Some(round((out + prompt as f64) / w * 60.0, 3))
+    })();
+    let mut extra = Map::new();
+    extra.insert("layer".into(), json!(layer.as_str()));
+    extra.insert("context_label_tokens".into(), json!(c.context_tokens));
+    extra.insert("cell_status".into(), json!(c.status.as_str()));
+    if !c.status_reason.is_empty() {
+        extra.insert("cell_status_reason".into(), json!(c.status_reason));
+    }
+    for (k, v) in [
+        ("capacity_limited", json!(c.capacity_limited)),
+        ("underfilled", json!(c.underfilled)),
+        ("benchmark_mode", json!(c.benchmark_mode)),
+        ("aggregate_source", json!(c.aggregate_source)),
+        ("client_output_tokens", json!(c.client_output_tokens)),
+        ("server_output_tokens", json!(c.server_output_tokens)),
+        ("client_max_tick_lag_ms", json!(c.client_max_tick_lag_ms)),
+        ("ttft_ms_p90", json!(ms(c.ttft_p90))),
+        ("ttft_ms_p99", json!(ms(c.ttft_p99))),
+        ("itl_ms_p50", json!(ms(c.inter_token_latency_p50))),
+        ("request_latency_s_p50", json!(c.request_latency_p50)),
+        (
+            "e2e_tok_s_per_stream_p50",
+            json!(c.e2e_output_tps_per_user_p50),
+        ),
+        ("output_tokens_observed_avg", json!(c.output_seq_len_avg)),
+        (
+            "speculative_acceptance_rate",
+            json!(c.server_spec_accept_rate),
+        ),
+        (
+            "speculative_acceptance_length",
+            json!(c.server_spec_accept_length),
+        ),
+        ("avg_running_requests", json!(c.avg_running_reqs)),
+    ] {
+        if !v.is_null() && v != json!("") {
+            extra.insert(k.into(), v);
+        }
+    }
+    if cache_known.is_none() {
+        extra.insert(
+            "cache_evidence".into(),
+            json!("server reported no cached tokens; warm-prefix by design (the scout primes each context's shared prefix)"),
+        );
+    }
+    let row = SweepRow {
+        status: String::new(),
+        concurrency: Some(c.concurrency.max(1)),
+        context_tokens: c
+            .prompt_tokens
+            .or(c.input_seq_len_avg.map(|x| x.round() as u64))
+            .or(Some(c.context_tokens)),
+        output_tokens: Some(max_tokens).filter(|m| *m > 0),
+        prefill_tok_s: None,
+        decode_tok_s: rate.map(|r| round(r, 4)),
+        ttft_ms_p50: ms(c.ttft_p50),
+        peak_vram_gb: peak_vram_gb(&c.hardware_summary),
+        samples: Some(c.request_count).filter(|n| *n > 0),
+        decode_tok_s_per_stream: if ok {
+            c.output_tps_per_user_p50.map(|r| round(r, 4))
+        } else {
+            None
+        },
+        engine_decode_tok_s: c.server_gen_throughput.map(|r| round(r, 4)),
+        elapsed_s: c.measurement_seconds.or(c.wall_time).map(|s| round(s, 6)),
+        ttft_ms_p95: None,
+        cache_hit_rate: hit_rate,
+        device_cache_hit_tokens: cached,
+        prefill_compute_tokens: computed,
+        output_tokens_per_minute: rate.map(|r| round(r * 60.0, 3)),
+        total_api_tokens_per_minute: if ok { total_tpm } else { None },
+        verdict: None,
+        extra,
+    };
+    let facts = CellFacts {
+        status: c.status,
+        status_reason: c.status_reason.clone(),
+        rate,
+        capacity_limited: c.capacity_limited,
+        underfilled: c.underfilled,
+        warmup_timed_out: c.warmup_timed_out,
+        client_max_tick_lag_ms: c.client_max_tick_lag_ms,
+        client_tps: c.aggregate_tps,
+        server_output_tokens: c.server_output_tokens.map(|t| t as f64),
+        server_window_seconds: c.server_window_seconds.or(c.measurement_seconds),
+        server_counter_reset: c.server_counter_reset == Some(true),
+        concurrency: c.concurrency,
+        cold_cached_tokens: None,
+    };
+    RowBuild {
+        layer,
+        concurrency: c.concurrency,
+        context_label: c.context_tokens,
+        row,
+        facts,
+        cache,
+        profile,
+    }
+}
+
+fn prefill_row(label: &str, p: &PrefillRow, warm: bool) -> RowBuild {
+    let ctx_label: u64 = label.trim().parse().unwrap_or(0);
+    let status = p.status.unwrap_or(if p.tok_per_sec.is_some() {
+        CellStatus::Ok
+    } else {
+        CellStatus::Invalid
+    });
+    let ok = status == CellStatus::Ok;
+    let server_cached = p
+        .server_validation
+        .get("cached_tokens")
+        .and_then(Value::as_u64);
+    let cache = if warm {
+        CacheTag::WarmPrefix
+    } else if server_cached.is_some_and(|c| c > 0) {
+        // Stays tagged cold (the intent); the rule `cold-cache-hit` refuses it.
+        CacheTag::Cold
+    } else {
+        CacheTag::Cold
+    };
+    let layer = if warm {
+        Layer::PrefillWarm
+    } else {
+        Layer::Prefill
+    };
+    let mut extra = Map::new();
+    extra.insert("layer".into(), json!(layer.as_str()));
+    extra.insert("context_label_tokens".into(), json!(ctx_label));
+    extra.insert("cell_status".into(), json!(status.as_str()));
+    if !p.method.is_empty() {
+        extra.insert("prefill_method".into(), json!(p.method));
+    }
+    if let Some(r) = p.status_reason.as_deref().filter(|r| !r.is_empty()) {
+        extra.insert("cell_status_reason".into(), json!(r));
+    }
+    if let Some(t) = p.client_tok_per_sec {
+        extra.insert("client_prefill_tok_s".into(), json!(round(t, 4)));
+    }
+    if let Some(t) = p
+        .server_validation
+        .get("tok_per_sec")
+        .and_then(Value::as_f64)
+    {
+        extra.insert("server_prefill_tok_s".into(), json!(round(t, 4)));
+    }
+    if let Some(s) = &p.cached_tokens_source {
+        extra.insert("cached_tokens_source".into(), json!(s));
+    }
+    let row = SweepRow {
+        status: String::new(),
+        concurrency: Some(1),
+        context_tokens: p.prompt_tokens.or(Some(ctx_label)),
+        output_tokens: None,
+        prefill_tok_s: if ok {
+            p.tok_per_sec.map(|r| round(r, 4))
+        } else {
+            None
+        },
+        decode_tok_s: None,
+        ttft_ms_p50: ms(p.ttft_seconds),
+        peak_vram_gb: peak_vram_gb(&p.hardware_summary),
+        samples: Some(p.samples).filter(|n| *n > 0),
+        elapsed_s: p.prefill_seconds.or(p.ttft_seconds).map(|s| round(s, 6)),
+        cache_hit_rate: if warm {
+            p.cache_hit_rate
+        } else {
+            server_cached
+                .and_then(|c| {
+                    p.prompt_tokens
+                        .filter(|t| *t > 0)
+                        .map(|t| round(c as f64 / t as f64, 4))
+                })
+                .or(Some(0.0).filter(|_| server_cached == Some(0)))
+        },
+        device_cache_hit_tokens: if warm { p.cached_tokens } else { server_cached },
+        prefill_compute_tokens: if warm { p.computed_tokens } else { None },
+        extra,
+        ..Default::default()
+    };
+    let facts = CellFacts {
+        status,
+        status_reason: p.status_reason.clone().unwrap_or_default(),
+        rate: if ok { p.tok_per_sec } else { None },
+        concurrency: 1,
+        cold_cached_tokens: if warm { None } else { server_cached },
+        ..Default::default()
+    };
+    RowBuild {
+        layer,
+        concurrency: 1,
+        context_label: ctx_label,
+        row,
+        facts,
+        cache,
+        profile: profile::PREFILL,
+    }
+}
+
+/// Builds every row of a run with its verdict (`baseline`: the accepted rows of a baseline
+/// sweep keyed by (layer, C, context label) → rate, and its id).
+pub fn build_rows(
+    results: &Results,
+    raw: &Value,
+    baseline: Option<(&str, &BTreeMap<(String, u64, u64), f64>)>,
+) -> Vec<SweepRow> {
+    let max_tokens = results.metadata.max_tokens;
+    let mut builds: Vec<RowBuild> = Vec::new();
+    for (k, p) in &results.prefill {
+        builds.push(prefill_row(k, p, false));
+    }
+    for (k, p) in &results.prefill_warm {
+        builds.push(prefill_row(k, p, true));
+    }
+    for c in &results.results {
+        builds.push(cell_row(c, Layer::SustainedDecode, max_tokens));
+    }
+    for c in &results.burst_results {
+        builds.push(cell_row(c, Layer::BurstE2e, max_tokens));
+    }
+    // Request-rate cells: read defensively (the field may not exist yet).
+    if let Some(rates) = raw.get("rate_results").and_then(Value::as_array) {
+        for r in rates {
+            if let Ok(c) = serde_json::from_value::<CellResult>(r.clone()) {
+                let mut b = cell_row(&c, Layer::RequestRate, max_tokens);
+                for k in ["request_rate", "target_rate", "rate"] {
+                    if let Some(v) = r.get(k).filter(|v| v.is_number()) {
+                        b.row.extra.insert("request_rate_per_s".into(), v.clone());
+                        break;
+                    }
+                }
+                builds.push(b);
+            }
+        }
+    }
+    builds
+        .into_iter()
+        .map(|mut b| {
+            let base = baseline.and_then(|(id, m)| {
+                m.get(&(b.layer.as_str().to_string(), b.concurrency, b.context_label))
+                    .map(|r| (id, *r))
+            });
+            let v = decide(&b.facts, b.cache, b.profile, base);
+            b.row.status = v.status();
+            b.row.verdict = Some(v);
+            b.row
+        })
+        .collect()
+}
+
+/// Accepted rows of a sweep keyed by (layer, C, context label) → headline rate.
+pub fn baseline_rates(reg: &Registry, sweep_id: &str) -> Option<BTreeMap<(String, u64, u64), f64>> {
+    let s = reg.sweep(sweep_id)?;
+    let mut m = BTreeMap::new();
+    for r in &s.rows {
+        let v = r.verdict.clone().or_else(|| RowVerdict::parse(&r.status));
+        if v.is_none_or(|v| v.verdict != Verdict::Accepted) {
+            continue;
+        }
+        let layer = r.extra.get("layer").and_then(Value::as_str).unwrap_or("");
+        let ctx = r
+            .extra
+            .get("context_label_tokens")
+            .and_then(Value::as_u64)
+            .or(r.context_tokens)
+            .unwrap_or(0);
+        let rate = if layer.starts_with("prefill") {
+            r.prefill_tok_s
+        } else {
+            r.decode_tok_s
+        };
+        if let (Some(rate), Some(c)) = (rate, r.concurrency) {
+            m.insert((layer.to_string(), c, ctx), rate);
+        }
+    }
+    Some(m)
+}
+
+/// The run's measurement time: `metadata.started_at`, else `metadata.timestamp` (converted to
+/// UTC when it has an offset, verbatim when it is a local time without one).
+pub fn measured_at(results: &Results) -> Option<String> {
+    if let Some(s) = results
+        .metadata
+        .started_at
+        .as_deref()
+        .filter(|s| !s.is_empty())
+    {
+        return Some(match DateTime::parse_from_rfc3339(s) {
+            Ok(t) => draft::rfc3339(t.with_timezone(&Utc)),
+            Err(_) => s.to_string(),
+        });
+    }
+    let ts = results.metadata.timestamp.trim();
+    if ts.is_empty() {
+        return None;
+    }
+    Some(match DateTime::parse_from_rfc3339(ts) {
+        Ok(t) => draft::rfc3339(t.with_timezone(&Utc)),
+        Err(_) => ts.to_string(),
+    })
+}
+
+/// Hardware facts from the run (read defensively: `hardware_run_summary`, first cell summary,
+/// `startup_diagnostics.hostname`).
+pub fn hardware_facts(results: &Results, raw: &Value) -> HardwareFacts {
+    let summary = &results.hardware_run_summary;
+    let mut hw = HardwareFacts {
+        hostname: results
+            .startup_diagnostics
+            .get("hostname")
+            .and_then(Value::as_str)
+            .map(str::to_string)
+            .filter(|h| !h.is_empty()),
+        ..Default::default()
+    };
+    let first_cell = results
+        .results
+        .iter()
+        .map(|c| &c.hardware_summary)
+        .find(|s| !s.is_empty());
+    let pick = |k: &str| {
+        summary
+            .get(k)
+            .or_else(|| first_cell.and_then(|s| s.get(k)))
+            .cloned()
+    };
+    hw.gpu_count = pick("gpu_count")
+        .and_then(|v| v.as_u64())
+        .filter(|n| *n > 0);
+    let name = pick("gpu_name")
+        .or_else(|| pick("gpu_names").and_then(|v| v.get(0).cloned()))
+        .or_else(|| pick("gpus").and_then(|v| v.get(0).and_then(|g| g.get("name")).cloned()))
+        .or_else(|| raw.pointer("/metadata/gpu_name").cloned());
+    hw.gpu_name = name
+        .and_then(|v| v.as_str().map(str::to_string))
+        .filter(|s| !s.is_empty());
+    if let Some(total) = pick("vram_total_mb")
+        .and_then(|v| v.as_f64())
+        .filter(|v| *v > 0.0)
+    {
+        let n = hw.gpu_count.unwrap_or(1) as f64;
+        hw.vram_gb_per_device = Some(round(total / n / 1024.0, 1));
+    }
+    hw
+}
+
+/// Publishes `raw` (a results JSON) into `reg` and writes the changed records. See the module
+/// docs for every rule.
+///
+/// Errors: bad ids ([`PublishError::Usage`]), a sweep id that exists, an unknown baseline,
+/// `--hardware`/`--model-instance` naming records that do not exist or contradict the recipe
+/// ([`PublishError::Refused`]), a file that cannot be written.
+pub fn publish(
+    reg: &mut Registry,
+    raw: &Value,
+    opts: &PublishOptions,
+) -> Result<PublishOutcome, PublishError> {
+    let results: Results = serde_json::from_value(raw.clone())
+        .map_err(|e| PublishError::Refused(format!("not a servebench results file: {e}")))?;
+    if !raw.get("metadata").is_some_and(Value::is_object)
+        || !raw.get("results").is_some_and(Value::is_array)
+    {
+        return Err(PublishError::Refused(
+            "not a servebench results file: no `metadata` object and `results` list".into(),
+        ));
+    }
+    if !is_valid_id(Collection::Recipe, &opts.recipe_id) {
+        return Err(PublishError::Usage(format!(
+            "--recipe {:?} is not a recipe id ({})",
+            opts.recipe_id,
+            Collection::Recipe.id_grammar()
+        )));
+    }
+    let md = &results.metadata;
+    let measured = measured_at(&results);
+    let run_id = if md.run_id.is_empty() {
+        opts.results_sha256.chars().take(12).collect()
+    } else {
+        md.run_id.clone()
+    };
+    let date: String = measured
+        .as_deref()
+        .map(|m| m.chars().filter(char::is_ascii_digit).take(8).collect())
+        .filter(|d: &String| d.len() == 8)
+        .unwrap_or_else(|| "undated".into());
+    let sweep_id = opts
+        .sweep_id
+        .clone()
+        .unwrap_or_else(|| format!("{}-{date}-{run_id}", opts.recipe_id));
+    if !is_valid_id(Collection::SpeedSweep, &sweep_id) {
+        return Err(PublishError::Usage(format!(
+            "sweep id {sweep_id:?} is not valid ({})",
+            Collection::SpeedSweep.id_grammar()
+        )));
+    }
+    if reg.get(Collection::SpeedSweep, &sweep_id).is_some()
+        || reg.path_for(Collection::SpeedSweep, &sweep_id).exists()
+    {
+        return Err(PublishError::Refused(format!(
+            "speed sweep {sweep_id} already exists; evidence is never overwritten (give another --sweep-id)"
+        )));
+    }
+    let base = match &opts.baseline {
+        Some(b) => Some((
+            b.as_str(),
+            baseline_rates(reg, b).ok_or_else(|| {
+                PublishError::Refused(format!(
+                    "--baseline {b}: no such speed sweep in the registry"
+                ))
+            })?,
+        )),
+        None => None,
+    };
+    for (flag, c, id) in [
+        ("--hardware", Collection::Hardware, &opts.hardware_id),
+        (
+            "--model-instance",
+            Collection::ModelInstance,
+            &opts.model_instance_id,
+        ),
+    ] {
+        if let Some(id) = id {
+            if reg.get(c, id).is_none() {
+                return Err(PublishError::Refused(format!(
+                    "{flag} {id}: no such {c} record in the registry"
+                )));
+            }
+        }
+    }
+
+    let rows = build_rows(&results, raw, base.as_ref().map(|(id, m)| (*id, m)));
+    if rows.is_empty() {
+        return Err(PublishError::Refused(
+            "the results have no cells or prefill rows to publish".into(),
+        ));
+    }
+    let any_accepted = rows.iter().any(|r| {
+        r.verdict
+            .as_ref()
+            .is_some_and(|v| v.verdict == Verdict::Accepted)
+    });
+    let now = draft::rfc3339(opts.now);
+    let mut m = metrics::derive(&rows, measured.as_deref());
+    m.inference_engine_version = md.engine_version.clone();
+    m.decode_mode = Some(md.decode_mode.clone()).filter(|s| !s.is_empty());
+    let hw = hardware_facts(&results, raw);
+
+    // Recipe, and drafts it needs.
+    let src = DraftSource {
+        kind: SOURCE_KIND.into(),
+        url: format!("urn:servebench:run:{run_id}"),
+        captured_at: now.clone(),
+    };
+    let mut out = PublishOutcome {
+        sweep_id: sweep_id.clone(),
+        ..Default::default()
+    };
+    let (hardware_id, hardware_count) = match reg.recipe(&opts.recipe_id) {
+        Some(r) => {
+            for (flag, want, have) in [
+                ("--hardware", &opts.hardware_id, &r.hardware_id),
+                (
+                    "--model-instance",
+                    &opts.model_instance_id,
+                    &r.model_instance_id,
+                ),
+            ] {
+                if let Some(w) = want.as_ref().filter(|w| *w != have) {
+                    return Err(PublishError::Refused(format!(
+                        "{flag} {w} contradicts recipe {} ({have})",
+                        opts.recipe_id
+                    )));
+                }
+            }
+            (r.hardware_id.clone(), Some(r.hardware_count))
+        }
+        None if reg.get(Collection::Recipe, &opts.recipe_id).is_some() => {
+            return Err(PublishError::Refused(format!(
+                "recipe {} exists but does not parse; run `servebench registry validate`",
+                opts.recipe_id
+            )));
+        }
+        None => {
+            let hardware_id = match &opts.hardware_id {
+                Some(h) => h.clone(),
+                None => {
+                    let id = hw.id();
+                    if reg.get(Collection::Hardware, &id).is_none() {
+                        reg.insert(Collection::Hardware, draft::hardware(&src, &id, &hw))
+                            .map_err(PublishError::Refused)?;
+                        out.drafted.push((Collection::Hardware, id.clone()));
+                    }
+                    id
+                }
+            };
+            let instance_id = match &opts.model_instance_id {
+                Some(i) => i.clone(),
+                None => {
+                    let model_name = if md.model.is_empty() {
+                        "unknown-model"
+                    } else {
+                        &md.model
+                    };
+                    let id = draft::instance_id_for(model_name);
+                    if reg.get(Collection::ModelInstance, &id).is_none() {
+                        let model_id = draft::model_id_for(model_name);
+                        if reg.get(Collection::Model, &model_id).is_none() {
+                            reg.insert(
+                                Collection::Model,
+                                draft::model(&src, &model_id, model_name),
+                            )
+                            .map_err(PublishError::Refused)?;
+                            out.drafted.push((Collection::Model, model_id.clone()));
+                        }
+                        reg.insert(
+                            Collection::ModelInstance,
+                            draft::instance(&src, &id, &model_id, model_name, None, None),
+                        )
+                        .map_err(PublishError::Refused)?;
+                        out.drafted.push((Collection::ModelInstance, id.clone()));
+                    }
+                    id
+                }
+            };
+            let mut meta = Map::new();
+            meta.insert("drafted_from".into(), json!("servebench publish"));
+            meta.insert("run_id".into(), json!(run_id));
+            meta.insert("results_sha256".into(), json!(opts.results_sha256));
+            for k in ["engine_launch"] {
+                if let Some(v) = raw
+                    .get(k)
+                    .or_else(|| raw.pointer(&format!("/metadata/{k}")))
+                {
+                    if !v.is_null() {
+                        meta.insert(k.into(), v.clone());
+                    }
+                }
+            }
+            let d = RecipeDraft {
+                id: opts.recipe_id.clone(),
+                model_instance_id: instance_id,
+                hardware_id: hardware_id.clone(),
+                hardware_count: hw.gpu_count,
+                engine: Some(md.engine.clone()).filter(|e| !e.is_empty()),
+                engine_version: md.engine_version.clone(),
+                max_context_tokens: md.max_model_len,
+                max_concurrency: md.max_running_requests,
+                recipe_source: TOOL_NAME.into(),
+                reference_url: src.url.clone(),
+                run_id: Some(run_id.clone()),
+                metadata: meta,
+                description: format!(
+                    "Candidate drafted by servebench publish from run {run_id} ({} {} serving {}); the exact launch was not captured, so it is a reference only.",
+                    draft::engine_name(&md.engine),
+                    md.engine_version.as_deref().unwrap_or("(version unknown)"),
+                    md.model
+                ),
+            };
+            reg.insert(Collection::Recipe, draft::recipe(&src, &d, &[]))
+                .map_err(PublishError::Refused)?;
+            out.drafted
+                .push((Collection::Recipe, opts.recipe_id.clone()));
+            (hardware_id, hw.gpu_count)
+        }
+    };
+
+    let mut host = Map::new();
+    if let Some(h) = &hw.hostname {
+        host.insert("hostname".into(), json!(h));
+    }
+    host.insert("hardware_id".into(), json!(hardware_id));
+    host.insert("hardware_count".into(), json!(hardware_count));
+    if let Some(n) = &hw.gpu_name {
+        host.insert("gpu_name".into(), json!(n));
+    }
+    for k in ["os", "arch", "uname", "client_cpus"] {
+        if let Some(v) = results.startup_diagnostics.get(k) {
+            host.insert(k.into(), v.clone());
+        }
+    }
+    let method = format!(
+        "servebench {} run {run_id}: sustained decode over a C x context matrix (aggregate = output tokens inside the measured window / window), prefill by TTFT (cold and warm-prefix apart), Burst / E2E cells. Metrics rule {}: accepted rows only; peak_generation_tps = largest accepted sustained-decode decode_tok_s, rate kind {} (all C streams together; the C=1 row is single-user speed); peak_prompt_tps from accepted cold prefill rows only; point_count = accepted rows.",
+        md.version,
+        metrics::METRIC_RULE,
+        metrics::PEAK_GENERATION_RATE_KIND
+    );
+    let mut source = json!({
+        "kind": SOURCE_KIND,
+        "url": src.url,
+        "captured_at": now,
+        "tool": {"name": TOOL_NAME, "version": opts.tool_version},
+        "results_tool": {"name": md.tool, "version": md.version},
+        "command": opts.command,
+        "results_sha256": opts.results_sha256,
+        "paths": [opts.results_file],
+        "engine": {"name": draft::engine_name(&md.engine), "version": md.engine_version},
+        "model": md.model,
+        "server": md.base_url,
+        "host": host,
+        "run_id": run_id,
+        "method": method,
+        "metric_rule": metrics::METRIC_RULE,
+        "peak_generation_rate_kind": metrics::PEAK_GENERATION_RATE_KIND,
+        "verdict_rules": "servebench-verdict/v1",
+    });
+    if let Some(a) = results.startup_diagnostics.get("args") {
+        source["run_arguments"] = a.clone();
+    }
+    if let Some(b) = &opts.baseline {
+        source["baseline_sweep_id"] = json!(b);
+    }
+    let sweep = json!({
+        "schema_version": SCHEMA_VERSION,
+        "id": sweep_id,
+        "recipe_id": opts.recipe_id,
+        "measured_at": measured,
+        "accepted_at": if any_accepted { Value::String(now.clone()) } else { Value::Null },
+        "source": source,
+        "metrics": serde_json::to_value(&m).expect("metrics serialise"),
+        "rows": serde_json::to_value(&rows).expect("rows serialise"),
+    });
+    for r in &rows {
+        *out.statuses.entry(r.status.clone()).or_default() += 1;
+    }
+    reg.insert(Collection::SpeedSweep, sweep)
+        .map_err(PublishError::Refused)?;
+
+    // Link the sweep from the recipe, and derive its status.
+    let mut recipe = reg
+        .get(Collection::Recipe, &opts.recipe_id)
+        .expect("present or drafted")
+        .raw
+        .clone();
+    let ids = recipe
+        .as_object_mut()
+        .expect("a record is an object")
+        .entry("speed_sweep_ids")
+        .or_insert_with(|| json!([]));
+    if let Some(a) = ids.as_array_mut() {
+        if !a.iter().any(|x| x == &json!(sweep_id)) {
+            a.push(json!(sweep_id));
+        }
+    }
+    reg.insert(Collection::Recipe, recipe.clone())
+        .map_err(PublishError::Refused)?;
+    recipe["status"] = json!(crate::trust::derive_status(reg, &recipe).as_str());
+    reg.insert(Collection::Recipe, recipe)
+        .map_err(PublishError::Refused)?;
+
+    out.written = out.drafted.clone();
+    out.written
+        .push((Collection::Recipe, opts.recipe_id.clone()));
+    out.written.push((Collection::SpeedSweep, sweep_id.clone()));
+    out.written.dedup();
+    for (c, id) in &out.written {
+        reg.write_record(*c, id)
+            .map_err(|e| PublishError::Io(reg.path_for(*c, id).display().to_string(), e))?;
+    }
+    Ok(out)
+}
