@@ -14,6 +14,7 @@
 //! | `not-run` | cell status `skipped_*` | `not-run` |
 //! | `infra-invalid` | cell status `error` | `infra-invalid` |
 //! | `cell-invalid` | cell status `invalid`, or no headline number | `measurement-invalid` |
+//! | `implausible` | a number outside physical bounds ([`crate::validate::bounds`]: TTFT < 1 ms, per-stream decode > 5,000 tok/s, …) | `measurement-invalid` |
 //! | `client-lag` | `client_max_tick_lag_ms` > [`CLIENT_LAG_MAX_MS`] | `measurement-invalid` |
 //! | `server-disagrees` | the server's counter delta differs from the client's rate × the server's window by more than [`SERVER_AGREE_REL`] + [`SERVER_AGREE_TOKENS_PER_STREAM`] × C tokens, or a counter reset | `measurement-invalid` |
 //! | `cold-cache-hit` | a cold prefill row whose server reports cached prompt tokens | `measurement-invalid` |
@@ -175,6 +176,8 @@ pub struct CellFacts {
     pub concurrency: u64,
     /// Cold prefill row with cached prompt tokens reported by the server.
     pub cold_cached_tokens: Option<u64>,
+    /// Why the row's numbers are physically implausible ([`crate::validate::implausible`]).
+    pub implausible: Option<String>,
 }
 
 /// Decides a row's verdict from its cell facts, tags and the baseline's rate (the table in
@@ -195,14 +198,21 @@ pub fn decide(
         v.reason = (!reason.is_empty()).then_some(reason);
         v
     };
+    let reason = |default: &str| {
+        if f.status_reason.is_empty() {
+            format!("cell status {}: {default}", f.status.as_str())
+        } else {
+            f.status_reason.clone()
+        }
+    };
     if f.status.is_skipped() {
-        return tagged(Verdict::NotRun, "not-run", f.status_reason.clone());
+        return tagged(Verdict::NotRun, "not-run", reason("not run"));
     }
     if f.status == CellStatus::Error {
         return tagged(
             Verdict::InfraInvalid,
             "infra-invalid",
-            f.status_reason.clone(),
+            reason("the cell could not run"),
         );
     }
     if f.status == CellStatus::Invalid || f.rate.is_none() {
@@ -212,6 +222,9 @@ pub fn decide(
             f.status_reason.clone()
         };
         return tagged(Verdict::MeasurementInvalid, "cell-invalid", why);
+    }
+    if let Some(why) = &f.implausible {
+        return tagged(Verdict::MeasurementInvalid, "implausible", why.clone());
     }
     if let Some(lag) = f.client_max_tick_lag_ms.filter(|l| *l > CLIENT_LAG_MAX_MS) {
         return tagged(
@@ -460,6 +473,7 @@ fn cell_row(c: &CellResult, layer: Layer, max_tokens: u64) -> RowBuild {
         server_counter_reset: c.server_counter_reset == Some(true),
         concurrency: c.concurrency,
         cold_cached_tokens: None,
+        implausible: None,
     };
     RowBuild {
         layer,
@@ -609,6 +623,24 @@ pub fn build_rows(
     builds
         .into_iter()
         .map(|mut b| {
+            if b.facts.rate.is_some() {
+                let mut probe = serde_json::to_value(&b.row).expect("rows serialise");
+                // Checked as the row would be accepted (cold rows get the cold prefill cap).
+                let mut v = RowVerdict::new(Verdict::Accepted);
+                v.cache = Some(b.cache);
+                v.profile = Some(b.profile.to_string());
+                probe["status"] = json!(v.status());
+                let found = crate::validate::implausible(&probe, None);
+                if !found.is_empty() {
+                    b.facts.implausible = Some(
+                        found
+                            .into_iter()
+                            .map(|(_, m)| m)
+                            .collect::<Vec<_>>()
+                            .join("; "),
+                    );
+                }
+            }
             let base = baseline.and_then(|(id, m)| {
                 m.get(&(b.layer.as_str().to_string(), b.concurrency, b.context_label))
                     .map(|r| (id, *r))

@@ -667,6 +667,106 @@ fn check_container(rec: &Record, launch: &Value, kind: &str, out: &mut Vec<Probl
     }
 }
 
+/// Physically implausible values of one sweep row (JSON), as `(field, message)`, by the
+/// [`bounds`]: TTFT, prefill and decode rates, per-stream vs aggregate decode, peak VRAM
+/// (`vram_cap_gb`: the hardware's memory × count × slack when known) and context size.
+/// `publish` uses it to refuse such rows (`implausible`), `validate` to report them.
+pub fn implausible(row: &Value, vram_cap_gb: Option<f64>) -> Vec<(String, String)> {
+    let mut out = Vec::new();
+    let f = |k: &str| row.get(k).and_then(Value::as_f64);
+    let status = row.get("status").and_then(Value::as_str).unwrap_or("");
+    let cold = RowVerdict::parse(status).and_then(|v| v.cache) == Some(crate::CacheTag::Cold);
+    let mut bad = |k: &str, msg: String| out.push((k.to_string(), msg));
+    if let Some(t) = f("ttft_ms_p50") {
+        if !(bounds::MIN_TTFT_MS..=bounds::MAX_TTFT_MS).contains(&t) {
+            bad(
+                "ttft_ms_p50",
+                format!(
+                    "TTFT {t} ms is outside [{}, {}] ms (a unit slip?)",
+                    bounds::MIN_TTFT_MS,
+                    bounds::MAX_TTFT_MS
+                ),
+            );
+        }
+        if let Some(t95) = f("ttft_ms_p95").filter(|x| *x < t) {
+            bad(
+                "ttft_ms_p95",
+                format!("TTFT p95 {t95} ms is below p50 {t} ms"),
+            );
+        }
+    }
+    if let Some(x) = f("prefill_tok_s") {
+        let cap = if cold {
+            bounds::MAX_COLD_PREFILL_TOK_S
+        } else {
+            bounds::MAX_PREFILL_TOK_S
+        };
+        if x > cap {
+            bad(
+                "prefill_tok_s",
+                format!(
+                    "prefill {x} tok/s exceeds {cap} tok/s{}",
+                    if cold { " for a cold row" } else { "" }
+                ),
+            );
+        }
+    }
+    if let Some(x) = f("decode_tok_s").filter(|x| *x > bounds::MAX_DECODE_TOK_S) {
+        bad(
+            "decode_tok_s",
+            format!(
+                "decode {x} tok/s exceeds {} tok/s",
+                bounds::MAX_DECODE_TOK_S
+            ),
+        );
+    }
+    if let Some(x) = f("decode_tok_s_per_stream") {
+        if x > bounds::MAX_DECODE_TOK_S_PER_STREAM {
+            bad(
+                "decode_tok_s_per_stream",
+                format!(
+                    "per-stream decode {x} tok/s exceeds {} tok/s",
+                    bounds::MAX_DECODE_TOK_S_PER_STREAM
+                ),
+            );
+        }
+        if let (Some(agg), Some(c)) = (
+            f("decode_tok_s"),
+            row.get("concurrency").and_then(Value::as_u64),
+        ) {
+            if agg > x * c as f64 * bounds::AGGREGATE_OVER_STREAMS {
+                bad(
+                    "decode_tok_s",
+                    format!(
+                        "aggregate {agg} tok/s exceeds C={c} × per-stream {x} tok/s × {}",
+                        bounds::AGGREGATE_OVER_STREAMS
+                    ),
+                );
+            }
+        }
+    }
+    if let Some(v) = f("peak_vram_gb") {
+        let cap = vram_cap_gb.unwrap_or(bounds::MAX_VRAM_GB);
+        if v > cap {
+            bad(
+                "peak_vram_gb",
+                format!("{v} GB exceeds the hardware's {cap:.1} GB (MiB stored as GB?)"),
+            );
+        }
+    }
+    if let Some(c) = row
+        .get("context_tokens")
+        .and_then(Value::as_u64)
+        .filter(|c| *c > bounds::MAX_CONTEXT_TOKENS)
+    {
+        bad(
+            "context_tokens",
+            format!("{c} tokens exceeds {}", bounds::MAX_CONTEXT_TOKENS),
+        );
+    }
+    out
+}
+
 fn check_sweep(reg: &Registry, rec: &Record, out: &mut Vec<Problem>) {
     let raw = &rec.raw;
     // Backward link: the recipe lists this sweep.
@@ -740,7 +840,6 @@ fn check_sweep(reg: &Registry, rec: &Record, out: &mut Vec<Problem>) {
         .unwrap_or_default();
     for (i, row) in rows.iter().enumerate() {
         let at = |k: &str| format!("/rows/{i}/{k}");
-        let f = |k: &str| row.get(k).and_then(Value::as_f64);
         let status = row.get("status").and_then(Value::as_str).unwrap_or("");
         let parsed = RowVerdict::parse(status);
         match (&parsed, row.get("verdict")) {
@@ -764,94 +863,19 @@ fn check_sweep(reg: &Registry, rec: &Record, out: &mut Vec<Problem>) {
             }
             _ => {}
         }
-        let bad = |k: &str, msg: String| p(rec, &at(k), "plausibility", msg);
-        if let Some(t) = f("ttft_ms_p50") {
-            if !(bounds::MIN_TTFT_MS..=bounds::MAX_TTFT_MS).contains(&t) {
-                out.push(bad(
-                    "ttft_ms_p50",
-                    format!(
-                        "TTFT {t} ms is outside [{}, {}] ms (a unit slip?)",
-                        bounds::MIN_TTFT_MS,
-                        bounds::MAX_TTFT_MS
-                    ),
-                ));
+        // Rows declared not evidence keep their (implausible) numbers for the record.
+        let not_evidence = parsed.as_ref().is_some_and(|v| {
+            matches!(
+                v.verdict,
+                crate::Verdict::MeasurementInvalid
+                    | crate::Verdict::InfraInvalid
+                    | crate::Verdict::NotRun
+            )
+        });
+        if !not_evidence {
+            for (k, msg) in implausible(row, vram_cap) {
+                out.push(p(rec, &at(&k), "plausibility", msg));
             }
-            if let Some(t95) = f("ttft_ms_p95").filter(|x| *x < t) {
-                out.push(bad(
-                    "ttft_ms_p95",
-                    format!("TTFT p95 {t95} ms is below p50 {t} ms"),
-                ));
-            }
-        }
-        if let Some(x) = f("prefill_tok_s") {
-            let cold = parsed.as_ref().and_then(|v| v.cache) == Some(crate::CacheTag::Cold);
-            let cap = if cold {
-                bounds::MAX_COLD_PREFILL_TOK_S
-            } else {
-                bounds::MAX_PREFILL_TOK_S
-            };
-            if x > cap {
-                out.push(bad(
-                    "prefill_tok_s",
-                    format!(
-                        "prefill {x} tok/s exceeds {cap} tok/s{}",
-                        if cold { " for a cold row" } else { "" }
-                    ),
-                ));
-            }
-        }
-        if let Some(x) = f("decode_tok_s").filter(|x| *x > bounds::MAX_DECODE_TOK_S) {
-            out.push(bad(
-                "decode_tok_s",
-                format!(
-                    "decode {x} tok/s exceeds {} tok/s",
-                    bounds::MAX_DECODE_TOK_S
-                ),
-            ));
-        }
-        if let Some(x) = f("decode_tok_s_per_stream") {
-            if x > bounds::MAX_DECODE_TOK_S_PER_STREAM {
-                out.push(bad(
-                    "decode_tok_s_per_stream",
-                    format!(
-                        "per-stream decode {x} tok/s exceeds {} tok/s",
-                        bounds::MAX_DECODE_TOK_S_PER_STREAM
-                    ),
-                ));
-            }
-            if let (Some(agg), Some(c)) = (
-                f("decode_tok_s"),
-                row.get("concurrency").and_then(Value::as_u64),
-            ) {
-                if agg > x * c as f64 * bounds::AGGREGATE_OVER_STREAMS {
-                    out.push(bad(
-                        "decode_tok_s",
-                        format!(
-                            "aggregate {agg} tok/s exceeds C={c} × per-stream {x} tok/s × {}",
-                            bounds::AGGREGATE_OVER_STREAMS
-                        ),
-                    ));
-                }
-            }
-        }
-        if let Some(v) = f("peak_vram_gb") {
-            let cap = vram_cap.unwrap_or(bounds::MAX_VRAM_GB);
-            if v > cap {
-                out.push(bad(
-                    "peak_vram_gb",
-                    format!("{v} GB exceeds the hardware's {cap:.1} GB (MiB stored as GB?)"),
-                ));
-            }
-        }
-        if let Some(c) = row
-            .get("context_tokens")
-            .and_then(Value::as_u64)
-            .filter(|c| *c > bounds::MAX_CONTEXT_TOKENS)
-        {
-            out.push(bad(
-                "context_tokens",
-                format!("{c} tokens exceeds {}", bounds::MAX_CONTEXT_TOKENS),
-            ));
         }
     }
     // Metrics of servebench sweeps follow their declared rule.

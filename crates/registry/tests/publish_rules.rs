@@ -1,0 +1,557 @@
+//! Verdict rules (table), publish of a results file (rows for failed cells, metrics rule,
+//! baseline regression, provenance), and the seed record's import round trip.
+
+use serde_json::{json, Value};
+use servebench_registry::publish::{decide, publish, CellFacts, PublishOptions};
+use servebench_registry::records::SweepRow;
+use servebench_registry::{import, validate, CacheTag, Collection, Registry, Verdict};
+use servebench_results::{CellResult, CellStatus, PrefillRow, RequestSample, Results};
+
+fn ok_facts() -> CellFacts {
+    CellFacts {
+        status: CellStatus::Ok,
+        rate: Some(100.0),
+        client_tps: Some(100.0),
+        server_output_tokens: Some(1000.0),
+        server_window_seconds: Some(10.0),
+        client_max_tick_lag_ms: Some(3.0),
+        concurrency: 4,
+        ..Default::default()
+    }
+}
+
+#[test]
+fn verdict_table() {
+    type Edit = fn(&mut CellFacts);
+    let cases: Vec<(&str, Edit, Option<f64>, &str, &str)> = vec![
+        (
+            "ok",
+            |_| {},
+            None,
+            "accepted-warm-prefix-concurrency-sweep",
+            "accepted",
+        ),
+        (
+            "capacity-limited",
+            |f| f.capacity_limited = true,
+            None,
+            "candidate-warm-prefix-concurrency-sweep",
+            "capacity-limited",
+        ),
+        (
+            "underfilled",
+            |f| f.underfilled = true,
+            None,
+            "candidate-warm-prefix-concurrency-sweep",
+            "capacity-limited",
+        ),
+        (
+            "readiness timeout",
+            |f| f.warmup_timed_out = true,
+            None,
+            "candidate-warm-prefix-concurrency-sweep",
+            "capacity-limited",
+        ),
+        (
+            "client lag",
+            |f| f.client_max_tick_lag_ms = Some(80.0),
+            None,
+            "measurement-invalid",
+            "client-lag",
+        ),
+        (
+            "server disagrees",
+            |f| f.server_output_tokens = Some(700.0),
+            None,
+            "measurement-invalid",
+            "server-disagrees",
+        ),
+        (
+            "server within slack",
+            |f| f.server_output_tokens = Some(1080.0),
+            None,
+            "accepted-warm-prefix-concurrency-sweep",
+            "accepted",
+        ),
+        (
+            "server not reporting",
+            |f| f.server_output_tokens = None,
+            None,
+            "accepted-warm-prefix-concurrency-sweep",
+            "accepted",
+        ),
+        (
+            "counter reset",
+            |f| f.server_counter_reset = true,
+            None,
+            "measurement-invalid",
+            "server-disagrees",
+        ),
+        (
+            "regression vs baseline",
+            |_| {},
+            Some(120.0),
+            "rejected-warm-prefix-concurrency-sweep-regression",
+            "regression",
+        ),
+        (
+            "within noise of baseline",
+            |_| {},
+            Some(104.0),
+            "accepted-warm-prefix-concurrency-sweep",
+            "accepted",
+        ),
+        (
+            "failed cell",
+            |f| {
+                f.status = CellStatus::Error;
+                f.rate = None;
+            },
+            None,
+            "infra-invalid",
+            "infra-invalid",
+        ),
+        (
+            "invalid cell",
+            |f| {
+                f.status = CellStatus::Invalid;
+                f.rate = None;
+            },
+            None,
+            "measurement-invalid",
+            "cell-invalid",
+        ),
+        (
+            "skipped cell",
+            |f| {
+                f.status = CellStatus::SkippedCapacity;
+                f.rate = None;
+            },
+            None,
+            "not-run",
+            "not-run",
+        ),
+        (
+            "cold prefill hit the cache",
+            |f| f.cold_cached_tokens = Some(512),
+            None,
+            "measurement-invalid",
+            "cold-cache-hit",
+        ),
+        (
+            "implausible numbers",
+            |f| f.implausible = Some("TTFT 0.2 ms".into()),
+            None,
+            "measurement-invalid",
+            "implausible",
+        ),
+        // A failed cell stays failed even against a baseline; lag beats capacity.
+        (
+            "failed + baseline",
+            |f| {
+                f.status = CellStatus::Error;
+                f.rate = None;
+            },
+            Some(120.0),
+            "infra-invalid",
+            "infra-invalid",
+        ),
+        (
+            "lag + capacity",
+            |f| {
+                f.client_max_tick_lag_ms = Some(99.0);
+                f.capacity_limited = true;
+            },
+            None,
+            "measurement-invalid",
+            "client-lag",
+        ),
+    ];
+    for (name, edit, base, status, rule) in cases {
+        let mut f = ok_facts();
+        edit(&mut f);
+        let v = decide(
+            &f,
+            CacheTag::WarmPrefix,
+            "concurrency-sweep",
+            base.map(|b| ("base-sweep", b)),
+        );
+        assert_eq!(v.status(), status, "{name}");
+        assert_eq!(v.rule.as_deref(), Some(rule), "{name}");
+        if base.is_some() && v.verdict != Verdict::InfraInvalid {
+            assert_eq!(v.compared_to.as_deref(), Some("base-sweep"), "{name}");
+        }
+        if v.verdict != Verdict::Accepted {
+            assert!(
+                v.reason.is_some(),
+                "{name}: a non-accepted verdict says why"
+            );
+        }
+    }
+}
+
+fn sample(cached: u64, input: u64) -> RequestSample {
+    RequestSample {
+        cached_tokens: Some(cached),
+        input_tokens: Some(input),
+        output_tokens: 64,
+        completed: true,
+        sent_at_window_s: Some(0.1),
+        ..Default::default()
+    }
+}
+
+fn cell(c: u64, ctx: u64, tps: f64) -> CellResult {
+    CellResult {
+        concurrency: c,
+        context_tokens: ctx,
+        status: CellStatus::Ok,
+        benchmark_mode: "duration".into(),
+        measurement_seconds: Some(10.0),
+        client_output_tokens: Some((tps * 10.0) as u64),
+        aggregate_tps: Some(tps),
+        ttft_p50: Some(0.05),
+        output_tps_per_user_p50: Some(tps / c as f64),
+        request_count: c,
+        prompt_tokens: Some(ctx + 2),
+        client_max_tick_lag_ms: Some(2.0),
+        request_samples: (0..c).map(|_| sample(ctx, ctx + 2)).collect(),
+        ..Default::default()
+    }
+}
+
+fn results() -> Value {
+    let mut r = Results::default();
+    r.schema_version = "1.0".into();
+    r.metadata.tool = "servebench".into();
+    r.metadata.version = "0.1.0".into();
+    r.metadata.engine = "vllm".into();
+    r.metadata.engine_version = Some("0.11.0".into());
+    r.metadata.model = "Qwen/Qwen3-0.6B".into();
+    r.metadata.run_id = "abcdefghijkl".into();
+    r.metadata.max_tokens = 64;
+    r.metadata.timestamp = "2026-09-01T12:00:00.000000".into();
+    r.metadata.started_at = Some("2026-09-01T10:00:00.000Z".into());
+    r.metadata.max_model_len = Some(4096);
+    r.startup_diagnostics
+        .insert("hostname".into(), json!("bench-1"));
+    r.hardware_run_summary.insert("gpu_count".into(), json!(1));
+    r.hardware_run_summary
+        .insert("vram_total_mb".into(), json!(24564));
+    r.hardware_run_summary
+        .insert("gpu_name".into(), json!("NVIDIA GeForce RTX 4090"));
+    r.prefill.insert(
+        "4096".into(),
+        PrefillRow {
+            ttft_seconds: Some(0.45),
+            tok_per_sec: Some(9100.0),
+            prompt_tokens: Some(4098),
+            samples: 1,
+            method: "client".into(),
+            status: Some(CellStatus::Ok),
+            ..Default::default()
+        },
+    );
+    r.prefill_warm.insert(
+        "4096".into(),
+        PrefillRow {
+            ttft_seconds: Some(0.02),
+            tok_per_sec: Some(200_000.0),
+            prompt_tokens: Some(4098),
+            samples: 1,
+            cached_tokens: Some(4096),
+            computed_tokens: Some(2),
+            cache_hit_rate: Some(0.9995),
+            method: "warm_prefix".into(),
+            ..Default::default()
+        },
+    );
+    let mut capped = cell(8, 512, 600.0);
+    capped.capacity_limited = true;
+    let mut failed = cell(16, 512, 0.0);
+    failed.status = CellStatus::Error;
+    failed.status_reason = "scout request failed: HTTP 500".into();
+    failed.aggregate_tps = None;
+    let mut skipped = CellResult {
+        concurrency: 64,
+        context_tokens: 4096,
+        status: CellStatus::SkippedCapacity,
+        status_reason: "C x (ctx + max_tokens) exceeds the KV budget".into(),
+        ..Default::default()
+    };
+    skipped.benchmark_mode = "duration".into();
+    r.results = vec![
+        cell(1, 512, 100.0),
+        cell(4, 512, 380.0),
+        capped,
+        failed,
+        skipped,
+    ];
+    r.burst_results = vec![cell(2, 512, 190.0)];
+    let mut v = serde_json::to_value(&r).unwrap();
+    // A future layer: rate_results (read defensively).
+    let mut rate = serde_json::to_value(cell(1, 512, 95.0)).unwrap();
+    rate["request_rate"] = json!(2.0);
+    v["rate_results"] = json!([rate]);
+    v
+}
+
+fn opts(recipe: &str) -> PublishOptions {
+    PublishOptions {
+        recipe_id: recipe.into(),
+        sweep_id: None,
+        baseline: None,
+        hardware_id: None,
+        model_instance_id: None,
+        results_sha256: "a".repeat(64),
+        results_file: "run.json".into(),
+        command: vec!["servebench".into(), "publish".into(), "run.json".into()],
+        now: "2026-09-02T08:00:00Z".parse().unwrap(),
+        tool_version: "0.1.0".into(),
+    }
+}
+
+#[test]
+fn publish_rows_metrics_provenance() {
+    let dir = tempfile::tempdir().unwrap();
+    let mut reg = Registry::load(dir.path()).unwrap();
+    let out = publish(&mut reg, &results(), &opts("qwen3-0-6b-rtx4090-vllm")).unwrap();
+    assert_eq!(
+        out.sweep_id,
+        "qwen3-0-6b-rtx4090-vllm-20260901-abcdefghijkl"
+    );
+    let reg = Registry::load(dir.path()).unwrap();
+    let problems = validate::validate(&reg);
+    assert!(problems.is_empty(), "{problems:#?}");
+    let s = reg.sweep(&out.sweep_id).unwrap();
+    let statuses: Vec<&str> = s.rows.iter().map(|r| r.status.as_str()).collect();
+    assert_eq!(
+        statuses,
+        [
+            "accepted-cold-prefill",
+            "accepted-warm-prefix-prefill",
+            "accepted-warm-prefix-c1",
+            "accepted-warm-prefix-concurrency-sweep",
+            "candidate-warm-prefix-concurrency-sweep",
+            "infra-invalid",
+            "not-run",
+            "accepted-warm-prefix-burst-e2e",
+            "accepted-warm-prefix-request-rate",
+        ]
+    );
+    let m = s.metrics.as_ref().unwrap();
+    assert_eq!(m.point_count, Some(6), "accepted rows only");
+    assert_eq!(
+        m.peak_generation_tps,
+        Some(380.0),
+        "sustained accepted rows only (not the capacity-limited 600)"
+    );
+    assert_eq!(
+        m.peak_prompt_tps,
+        Some(9100.0),
+        "cold prefill only, never the warm 200k"
+    );
+    assert_eq!(
+        s.measured_at.as_deref(),
+        Some("2026-09-01T10:00:00.000Z"),
+        "from the run"
+    );
+    assert_eq!(s.accepted_at.as_deref(), Some("2026-09-02T08:00:00.000Z"));
+    let src = s.source.as_ref().unwrap();
+    assert_eq!(src["tool"]["name"], "servebench");
+    assert_eq!(src["results_sha256"], "a".repeat(64));
+    assert_eq!(src["run_id"], "abcdefghijkl");
+    assert_eq!(src["peak_generation_rate_kind"], "aggregate");
+    assert!(src["method"]
+        .as_str()
+        .unwrap()
+        .contains("servebench-accepted-rows/v1"));
+    assert_eq!(src["host"]["hardware_id"], "rtx-4090-24gb");
+    assert_eq!(src["engine"]["name"], "vllm");
+    let failed: &SweepRow = &s.rows[5];
+    assert_eq!(
+        failed.extra["cell_status_reason"],
+        "scout request failed: HTTP 500"
+    );
+    assert_eq!(s.rows[8].extra["request_rate_per_s"], 2.0);
+    // Drafted records, linked and candidate.
+    let r = reg.recipe("qwen3-0-6b-rtx4090-vllm").unwrap();
+    assert_eq!(r.status.as_str(), "candidate");
+    assert_eq!(r.speed_sweep_ids, vec![out.sweep_id.clone()]);
+    assert_eq!(r.hardware_id, "rtx-4090-24gb");
+    assert_eq!(r.engine.name, "vllm");
+    assert_eq!(r.serving["max_context_tokens"], 4096);
+    let hw = reg.get(Collection::Hardware, "rtx-4090-24gb").unwrap();
+    assert_eq!(hw.raw["vendor"], "nvidia");
+    assert_eq!(hw.raw["memory"]["vram_gb"], 24.0);
+    assert!(reg
+        .get(Collection::ModelInstance, "qwen-qwen3-0-6b--unpinned")
+        .is_some());
+    // Every written file is canonical.
+    assert!(reg.all().all(|r| r.canonical));
+
+    // Never overwrite evidence.
+    let mut reg2 = Registry::load(dir.path()).unwrap();
+    let err = publish(&mut reg2, &results(), &opts("qwen3-0-6b-rtx4090-vllm")).unwrap_err();
+    assert!(err.to_string().contains("already exists"), "{err}");
+
+    // A second run against the first as baseline: slower rows are regressions.
+    let mut slower = results();
+    slower["metadata"]["run_id"] = json!("mnopqrstuvwx");
+    slower["results"][1]["aggregate_tps"] = json!(300.0);
+    slower["results"][1]["client_output_tokens"] = json!(3000);
+    let mut o = opts("qwen3-0-6b-rtx4090-vllm");
+    o.baseline = Some(out.sweep_id.clone());
+    let out2 = publish(&mut reg2, &slower, &o).unwrap();
+    let reg = Registry::load(dir.path()).unwrap();
+    assert!(
+        validate::validate(&reg).is_empty(),
+        "{:#?}",
+        validate::validate(&reg)
+    );
+    let s2 = reg.sweep(&out2.sweep_id).unwrap();
+    assert_eq!(
+        s2.rows[3].status,
+        "rejected-warm-prefix-concurrency-sweep-regression"
+    );
+    assert_eq!(
+        s2.rows[3].verdict.as_ref().unwrap().compared_to.as_deref(),
+        Some(out.sweep_id.as_str())
+    );
+    assert_eq!(s2.rows[2].status, "accepted-warm-prefix-c1");
+    assert_eq!(
+        reg.recipe("qwen3-0-6b-rtx4090-vllm")
+            .unwrap()
+            .speed_sweep_ids
+            .len(),
+        2
+    );
+}
+
+#[test]
+fn publish_refuses_bad_input() {
+    let dir = tempfile::tempdir().unwrap();
+    let mut reg = Registry::load(dir.path()).unwrap();
+    let mut o = opts("Bad Recipe");
+    assert!(publish(&mut reg, &results(), &o).is_err());
+    o = opts("ok-recipe");
+    o.hardware_id = Some("no-such-hw".into());
+    let e = publish(&mut reg, &results(), &o).unwrap_err();
+    assert!(e.to_string().contains("--hardware no-such-hw"), "{e}");
+    o = opts("ok-recipe");
+    o.baseline = Some("no-such-sweep".into());
+    assert!(publish(&mut reg, &results(), &o)
+        .unwrap_err()
+        .to_string()
+        .contains("--baseline"));
+    assert!(publish(&mut reg, &json!({"hello": 1}), &opts("ok-recipe")).is_err());
+    assert_eq!(
+        std::fs::read_dir(dir.path()).unwrap().count(),
+        0,
+        "nothing written"
+    );
+}
+
+#[test]
+fn old_tool_results_publish() {
+    let text = std::fs::read_to_string(concat!(
+        env!("CARGO_MANIFEST_DIR"),
+        "/../../tests/data/results/llm-decode-bench-0.4.18-vllm-cpu-tiny.json"
+    ))
+    .unwrap();
+    let v: Value = serde_json::from_str(&text).unwrap();
+    let dir = tempfile::tempdir().unwrap();
+    let mut reg = Registry::load(dir.path()).unwrap();
+    let mut o = opts("tiny-llama-cpu-vllm");
+    o.now = "2026-12-01T00:00:00Z".parse().unwrap();
+    o.results_sha256 = servebench_registry::publish::sha256_hex(text.as_bytes());
+    let out = publish(&mut reg, &v, &o).unwrap();
+    let reg = Registry::load(dir.path()).unwrap();
+    let p = validate::validate(&reg);
+    assert!(p.is_empty(), "{p:#?}");
+    let s = reg.sweep(&out.sweep_id).unwrap();
+    // The old tool's per-token ITL of 3.6e-5 s (27,904 tok/s per stream at C=1, a known bug
+    // of its chunk accounting) is refused as implausible, never accepted.
+    let implausible: Vec<&str> = s
+        .rows
+        .iter()
+        .filter(|r| r.verdict.as_ref().and_then(|v| v.rule.as_deref()) == Some("implausible"))
+        .map(|r| r.status.as_str())
+        .collect();
+    assert_eq!(implausible, ["measurement-invalid"; 3]);
+    assert_eq!(
+        s.rows.len(),
+        v["results"].as_array().unwrap().len() + v["prefill"].as_object().map_or(0, |m| m.len())
+    );
+}
+
+#[test]
+fn seed_imports_round_trips_and_validates() {
+    let path = concat!(
+        env!("CARGO_MANIFEST_DIR"),
+        "/../../tests/data/registry/seed-001-speed-sweep-envelope.json"
+    );
+    let text = std::fs::read_to_string(path).unwrap();
+    let envelope: Value = serde_json::from_str(&text).unwrap();
+    let mut want = envelope["data"].clone();
+    want.as_object_mut().unwrap().remove("relationships");
+    let id = want["id"].as_str().unwrap().to_string();
+
+    let dir = tempfile::tempdir().unwrap();
+    let mut reg = Registry::load(dir.path()).unwrap();
+    let out = import::import_text(
+        &mut reg,
+        &text,
+        path,
+        "2026-09-01T00:00:00Z".parse().unwrap(),
+    )
+    .unwrap();
+    assert_eq!(out.imported, vec![(Collection::SpeedSweep, id.clone())]);
+    let drafted: Vec<Collection> = out.drafted.iter().map(|d| d.0).collect();
+    assert!(drafted.contains(&Collection::Recipe) && drafted.contains(&Collection::ModelInstance));
+
+    let reg = Registry::load(dir.path()).unwrap();
+    let p = validate::validate(&reg);
+    assert!(p.is_empty(), "{p:#?}");
+    let rec = reg.get(Collection::SpeedSweep, &id).unwrap();
+    assert_eq!(
+        rec.raw, want,
+        "import -> write -> read gives the same content"
+    );
+    assert!(rec.canonical);
+    let sweep = rec.sweep().expect("typed");
+    assert_eq!(sweep.rows.len(), 19);
+    // The typed record round-trips too.
+    let again: servebench_registry::records::SpeedSweep =
+        serde_json::from_value(serde_json::to_value(sweep).unwrap()).unwrap();
+    assert_eq!(&again, sweep);
+    // Imported evidence never validates a recipe.
+    let recipe = reg.recipe(&sweep.recipe_id).unwrap();
+    assert_eq!(recipe.status.as_str(), "candidate");
+    assert_eq!(recipe.speed_sweep_ids, vec![id.clone()]);
+    let inst = reg
+        .get(Collection::ModelInstance, &recipe.model_instance_id)
+        .unwrap();
+    assert_eq!(inst.raw["repository"], "0xSero/GLM-5.3-Flash-EXL3-Q4");
+    assert_eq!(
+        inst.raw["revision"],
+        "99cccdf0e8741715662c383828a9ea601990c125"
+    );
+
+    // Importing again (same content) is idempotent; the written file does not change.
+    let before = std::fs::read(dir.path().join(format!("speed-sweep/{id}.json"))).unwrap();
+    let mut reg = Registry::load(dir.path()).unwrap();
+    let out = import::import_text(
+        &mut reg,
+        &text,
+        path,
+        "2026-09-02T00:00:00Z".parse().unwrap(),
+    )
+    .unwrap();
+    assert!(out.drafted.is_empty());
+    assert_eq!(
+        before,
+        std::fs::read(dir.path().join(format!("speed-sweep/{id}.json"))).unwrap()
+    );
+    assert!(validate::validate(&Registry::load(dir.path()).unwrap()).is_empty());
+}
