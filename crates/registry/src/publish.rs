@@ -119,6 +119,9 @@ pub fn sha256_hex(bytes: &[u8]) -> String {
     d.as_ref().iter().map(|b| format!("{b:02x}")).collect()
 }
 
+/// Accepted baseline rows keyed by (layer, C, context label) → headline rate, tok/s.
+pub type BaselineRates = BTreeMap<(String, u64, u64), f64>;
+
 /// Which measurement layer a row came from.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, PartialOrd, Ord)]
 pub enum Layer {
@@ -589,7 +592,7 @@ fn prefill_row(label: &str, p: &PrefillRow, warm: bool) -> RowBuild {
 pub fn build_rows(
     results: &Results,
     raw: &Value,
-    baseline: Option<(&str, &BTreeMap<(String, u64, u64), f64>)>,
+    baseline: Option<(&str, &BaselineRates)>,
 ) -> Vec<SweepRow> {
     let max_tokens = results.metadata.max_tokens;
     let mut builds: Vec<RowBuild> = Vec::new();
@@ -654,7 +657,7 @@ pub fn build_rows(
 }
 
 /// Accepted rows of a sweep keyed by (layer, C, context label) → headline rate.
-pub fn baseline_rates(reg: &Registry, sweep_id: &str) -> Option<BTreeMap<(String, u64, u64), f64>> {
+pub fn baseline_rates(reg: &Registry, sweep_id: &str) -> Option<BaselineRates> {
     let s = reg.sweep(sweep_id)?;
     let mut m = BTreeMap::new();
     for r in &s.rows {

@@ -123,15 +123,11 @@ pub fn failures(reg: &Registry, recipe: &Value) -> Vec<String> {
         .and_then(Value::as_u64)
         .is_some();
     match kind {
-        "docker" => {
-            if !image.is_some_and(|i| image_digest(i).is_some()) {
-                out.push("docker image is not pinned by @sha256 digest".into());
-            }
+        "docker" if image.is_none_or(|i| image_digest(i).is_none()) => {
+            out.push("docker image is not pinned by @sha256 digest".into());
         }
-        "docker-compose" => {
-            if str_at(&launch, "/container/state") != Some("digest-pinned") {
-                out.push("compose launch is not digest-pinned".into());
-            }
+        "docker-compose" if str_at(&launch, "/container/state") != Some("digest-pinned") => {
+            out.push("compose launch is not digest-pinned".into());
         }
         "script" => {
             let file = str_at(&launch, "/script/file").unwrap_or("");

@@ -488,7 +488,7 @@ fn check_recipe(reg: &Registry, rec: &Record, out: &mut Vec<Problem>) {
         {
             out.push(v("/speed_sweep_ids", "no speed evidence"));
         }
-        if kind == "docker" && !s(&launch, "/image").is_some_and(|i| image_digest(i).is_some()) {
+        if kind == "docker" && s(&launch, "/image").is_none_or(|i| image_digest(i).is_none()) {
             out.push(v(
                 "/launch/image",
                 "a validated docker image ends in @sha256:<64 hex>",
@@ -549,7 +549,7 @@ fn check_recipe(reg: &Registry, rec: &Record, out: &mut Vec<Problem>) {
                 "draft_launch is allowed on candidates only",
             ));
         }
-        if !s(d, "/image").is_some_and(|i| image_digest(i).is_some()) {
+        if s(d, "/image").is_none_or(|i| image_digest(i).is_none()) {
             out.push(p(
                 rec,
                 "/draft_launch/image",

@@ -221,8 +221,10 @@ fn cell(c: u64, ctx: u64, tps: f64) -> CellResult {
 }
 
 fn results() -> Value {
-    let mut r = Results::default();
-    r.schema_version = "1.0".into();
+    let mut r = Results {
+        schema_version: "1.0".into(),
+        ..Default::default()
+    };
     r.metadata.tool = "servebench".into();
     r.metadata.version = "0.1.0".into();
     r.metadata.engine = "vllm".into();
