@@ -501,11 +501,10 @@ fn prefill_row(label: &str, p: &PrefillRow, warm: bool) -> RowBuild {
         .server_validation
         .get("cached_tokens")
         .and_then(Value::as_u64);
+    // A cold row stays tagged cold (the intent) even when the server reports cached tokens;
+    // the rule `cold-cache-hit` then refuses it.
     let cache = if warm {
         CacheTag::WarmPrefix
-    } else if server_cached.is_some_and(|c| c > 0) {
-        // Stays tagged cold (the intent); the rule `cold-cache-hit` refuses it.
-        CacheTag::Cold
     } else {
         CacheTag::Cold
     };

@@ -205,14 +205,12 @@ fn nullable_with_fact(c: Collection) -> &'static [(&'static str, &'static str)] 
 fn check_unknown_facts(rec: &Record, out: &mut Vec<Problem>) {
     for (ptr, key) in nullable_with_fact(rec.collection) {
         if rec.raw.pointer(ptr).is_some_and(Value::is_null) {
-            let state = s(&rec.raw, &format!("/facts/{}", key.replace('/', "~1")));
             let state = rec
                 .raw
                 .get("facts")
                 .and_then(|f| f.get(*key))
                 .and_then(|f| f.get("state"))
-                .and_then(Value::as_str)
-                .or(state);
+                .and_then(Value::as_str);
             if !matches!(state, Some("unknown" | "unavailable" | "not_applicable")) {
                 out.push(p(
                     rec,

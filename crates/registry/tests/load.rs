@@ -76,3 +76,20 @@ fn loads_legacy_dir_and_field() {
 fn missing_dir_is_an_error() {
     assert!(Registry::load("/nonexistent/registry").is_err());
 }
+
+#[test]
+fn closed_records_refuse_unknown_keys() {
+    use servebench_registry::records::{Capabilities, SpeedSweep};
+    let e = serde_json::from_value::<Capabilities>(
+        json!({"chat": true, "reasoning": null, "tools": null, "vision": null, "speed": 1}),
+    )
+    .unwrap_err();
+    assert!(e.to_string().contains("unknown field"), "{e}");
+    let mut sweep = seed_sweep();
+    sweep["relationships"] = json!({});
+    assert!(serde_json::from_value::<SpeedSweep>(sweep.clone()).is_err());
+    sweep.as_object_mut().unwrap().remove("relationships");
+    let s: SpeedSweep = serde_json::from_value(sweep).unwrap();
+    // Rows are open: unknown row keys are kept, not dropped.
+    assert!(s.rows[0].extra.contains_key("expert_parallel"));
+}
