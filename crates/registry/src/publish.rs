@@ -1016,6 +1016,10 @@ pub fn publish(
     if let Some(b) = &opts.baseline {
         source["baseline_sweep_id"] = json!(b);
     }
+    if md.interrupted {
+        // Partial results: the cells not reached are `not-run` rows.
+        source["interrupted"] = json!(true);
+    }
     let sweep = json!({
         "schema_version": SCHEMA_VERSION,
         "id": sweep_id,

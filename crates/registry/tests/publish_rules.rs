@@ -557,3 +557,55 @@ fn seed_imports_round_trips_and_validates() {
     );
     assert!(validate::validate(&Registry::load(dir.path()).unwrap()).is_empty());
 }
+
+#[test]
+fn bare_records_and_list_envelopes_import_identically() {
+    // Registry A: a published run (every collection).
+    let a = tempfile::tempdir().unwrap();
+    let mut reg = Registry::load(a.path()).unwrap();
+    publish(&mut reg, &results(), &opts("qwen3-0-6b-rtx4090-vllm")).unwrap();
+    let reg_a = Registry::load(a.path()).unwrap();
+
+    // Registry B: the hardware and model as bare files, the rest as one list envelope, in an
+    // order where the sweep comes before its recipe.
+    let b = tempfile::tempdir().unwrap();
+    let mut reg_b = Registry::load(b.path()).unwrap();
+    let now = "2026-09-03T00:00:00Z".parse().unwrap();
+    let mut list = Vec::new();
+    for c in [
+        Collection::SpeedSweep,
+        Collection::Recipe,
+        Collection::ModelInstance,
+    ] {
+        list.extend(reg_a.records(c).map(|r| r.raw.clone()));
+    }
+    for c in [Collection::Hardware, Collection::Model] {
+        for r in reg_a.records(c) {
+            let out = import::import_text(&mut reg_b, &r.raw.to_string(), "bare", now).unwrap();
+            assert_eq!(out.imported, vec![(c, r.id.clone())]);
+        }
+    }
+    let envelope =
+        json!({"data": list, "meta": {"source": "registry", "total": 3}, "links": {"next": null}});
+    let out = import::import_text(&mut reg_b, &envelope.to_string(), "list", now).unwrap();
+    assert!(
+        out.drafted.is_empty(),
+        "the recipe came with the sweep: {:?}",
+        out.drafted
+    );
+    for r in reg_a.all() {
+        let path = r.canonical_rel_path();
+        assert_eq!(
+            std::fs::read(a.path().join(&path)).unwrap(),
+            std::fs::read(b.path().join(&path)).unwrap(),
+            "{path}"
+        );
+    }
+    assert!(validate::validate(&Registry::load(b.path()).unwrap()).is_empty());
+    // Not a record: a clear error, nothing written for it.
+    let e = import::import_text(&mut reg_b, r#"{"hello": 1}"#, "x.json", now).unwrap_err();
+    assert!(
+        e.to_string().contains("cannot tell which collection"),
+        "{e}"
+    );
+}
