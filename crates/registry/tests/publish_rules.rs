@@ -609,3 +609,39 @@ fn bare_records_and_list_envelopes_import_identically() {
         "{e}"
     );
 }
+
+#[test]
+fn hardware_and_model_instance_flags_name_existing_records() {
+    let dir = tempfile::tempdir().unwrap();
+    let mut reg = Registry::load(dir.path()).unwrap();
+    publish(&mut reg, &results(), &opts("first-recipe")).unwrap();
+    let mut r2 = results();
+    r2["metadata"]["run_id"] = json!("secondrunidx");
+    r2["hardware_run_summary"] = json!({});
+    let mut o = opts("second-recipe");
+    o.hardware_id = Some("rtx-4090-24gb".into());
+    o.model_instance_id = Some("qwen-qwen3-0-6b--unpinned".into());
+    let out = publish(&mut reg, &r2, &o).unwrap();
+    assert_eq!(
+        out.drafted,
+        vec![(Collection::Recipe, "second-recipe".to_string())]
+    );
+    let reg = Registry::load(dir.path()).unwrap();
+    let r = reg.recipe("second-recipe").unwrap();
+    assert_eq!(r.hardware_id, "rtx-4090-24gb");
+    assert_eq!(r.model_instance_id, "qwen-qwen3-0-6b--unpinned");
+    assert!(validate::validate(&reg).is_empty());
+    // An existing recipe on other hardware: refused, nothing written.
+    let mut reg = Registry::load(dir.path()).unwrap();
+    let mut o = opts("first-recipe");
+    o.sweep_id = Some("third".into());
+    o.hardware_id = Some("unknown-hardware".into());
+    reg.insert(Collection::Hardware, json!({"id": "unknown-hardware"}))
+        .unwrap();
+    let e = publish(&mut reg, &r2, &o).unwrap_err();
+    assert!(
+        e.to_string().contains("contradicts recipe first-recipe"),
+        "{e}"
+    );
+    assert!(!dir.path().join("speed-sweep/third.json").exists());
+}
