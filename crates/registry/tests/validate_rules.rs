@@ -40,7 +40,10 @@ fn sweep() -> Value {
         "measured_at": "2026-09-01T10:00:00.000Z", "accepted_at": "2026-09-01T11:00:00.000Z",
         "source": {"kind": "servebench-run", "url": "urn:servebench:run:abcdefghijkl",
                    "tool": {"name": "servebench", "version": "0.1.0"}, "command": ["servebench", "publish"],
-                   "results_sha256": DIGEST, "run_id": "abcdefghijkl", "metric_rule": metrics::METRIC_RULE},
+                   "results_sha256": DIGEST, "run_id": "abcdefghijkl", "metric_rule": metrics::METRIC_RULE,
+                   "peak_generation_rate_kind": "aggregate", "captured_at": "2026-09-01T11:00:00.000Z",
+                   "engine": {"name": "vllm", "version": "0.11.0"}, "model": "Qwen/Qwen3-0.6B",
+                   "host": {"hostname": "bench-1", "hardware_id": "rtx-4090-24gb", "hardware_count": 1}},
         "metrics": serde_json::to_value(m).unwrap(),
         "rows": rows,
     })
@@ -389,6 +392,13 @@ fn every_rule_sees_its_breakage() {
             }),
         ),
         (
+            "schema",
+            "#/source/results_sha256",
+            Box::new(|r| {
+                get(r, SpeedSweep)["source"]["results_sha256"] = json!("not-a-hash");
+            }),
+        ),
+        (
             "metrics-rule",
             "#/metrics",
             Box::new(|r| {
@@ -495,7 +505,9 @@ fn loading_rules() {
 #[test]
 fn trust_rewrites_stored_status() {
     let (_, dir) = check(|r| {
-        get(r, Collection::SpeedSweep)["source"]["tool"]["name"] = json!("someone-else");
+        // v1's acceptance-run source (a registry URL, no tool, hash or host) is not evidence.
+        get(r, Collection::SpeedSweep)["source"] =
+            json!({"kind": "acceptance-run", "url": "https://github.com/0xSero/local-ai-registry"});
     });
     let mut reg = Registry::load(dir.path()).unwrap();
     let changes = servebench_registry::trust::apply(&mut reg).unwrap();
