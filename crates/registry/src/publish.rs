@@ -345,7 +345,10 @@ fn cache_evidence(c: &CellResult) -> (Option<CacheTag>, Option<f64>, Option<u64>
     };
     let rate = prompt
         .filter(|p| *p > 0)
-        .map(|p| round(cached as f64 / p as f64, 4))
+        .map(|p| cached as f64 / p as f64)
+        // More cached than prompt tokens is not a rate; leave it to the server's own figure.
+        .filter(|r| *r <= 1.0)
+        .map(|r| round(r, 4))
         .or(c.server_prefix_cache_hit_rate);
     (
         Some(tag),
