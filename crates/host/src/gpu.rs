@@ -232,7 +232,10 @@ impl GpuSource {
                     Ok(_) => why.push("NVML reports no GPU".to_string()),
                     Err(e) => why.push(format!("NVML device count failed: {e}")),
                 },
-                Err(e) => why.push(format!("NVML not loadable ({e})")),
+                Err(nvml_wrapper::error::NvmlError::LibloadingError(_)) => {
+                    why.push("libnvidia-ml.so.1 not found".into())
+                }
+                Err(e) => why.push(format!("NVML init failed: {e}")),
             }
         }
         if backend != GpuBackend::Nvml {
