@@ -281,6 +281,20 @@ fn fake_nvidia_smi_drives_the_monitor_end_to_end() {
         assert!((jpt - want).abs() < 2e-6 + want * 1e-5, "{jpt} vs {want}");
     }
 
+    // The schema really describes the hardware data: a malformed summary is rejected.
+    let schema: Value = serde_json::from_str(servebench_results::SCHEMA_JSON).unwrap();
+    let validator = jsonschema::validator_for(&schema).unwrap();
+    for (ptr, bad) in [
+        ("/results/0/hardware_summary/gpus/0/index", Value::from("zero")),
+        ("/hardware_run_summary/energy_joules", Value::from("a lot")),
+        ("/engine_launch/status", Value::from("maybe")),
+        ("/nvidia_p2p_override/missing", Value::from(3)),
+    ] {
+        let mut w = v.clone();
+        *w.pointer_mut(ptr).unwrap_or_else(|| panic!("{ptr}")) = bad;
+        assert!(!validator.is_valid(&w), "{ptr} accepted");
+    }
+
     // The text report has a GPU panel.
     let stdout = String::from_utf8_lossy(&out.stdout);
     assert!(stdout.contains("GPU / hardware"), "{stdout}");
