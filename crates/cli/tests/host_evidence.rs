@@ -285,7 +285,10 @@ fn fake_nvidia_smi_drives_the_monitor_end_to_end() {
     let schema: Value = serde_json::from_str(servebench_results::SCHEMA_JSON).unwrap();
     let validator = jsonschema::validator_for(&schema).unwrap();
     for (ptr, bad) in [
-        ("/results/0/hardware_summary/gpus/0/index", Value::from("zero")),
+        (
+            "/results/0/hardware_summary/gpus/0/index",
+            Value::from("zero"),
+        ),
         ("/hardware_run_summary/energy_joules", Value::from("a lot")),
         ("/engine_launch/status", Value::from("maybe")),
         ("/nvidia_p2p_override/missing", Value::from(3)),
@@ -344,6 +347,18 @@ fn without_a_gpu_one_warning_and_valid_results() {
     assert_eq!(v["p2pmark"]["status"], "not_run");
     assert_eq!(v["amd_fabric"]["status"], "not_run");
     assert!(!String::from_utf8_lossy(&out.stdout).contains("GPU / hardware"));
+
+    // A bad interval is a usage error (exit 2) naming the flag, before anything runs.
+    let bad = b
+        .command(&["run", "--hw-monitor-interval", "0"], &[])
+        .output()
+        .unwrap();
+    assert_eq!(bad.status.code(), Some(2));
+    let err = String::from_utf8_lossy(&bad.stderr);
+    assert!(
+        err.contains("--hw-monitor-interval") && err.contains("--no-hw-monitor"),
+        "{err}"
+    );
 
     // --no-hw-monitor: empty summaries, still valid.
     let (_, text) = b.run(

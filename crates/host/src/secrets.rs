@@ -198,10 +198,8 @@ impl Scrubber {
             return;
         }
         match v {
-            Value::String(s) => {
-                if self.secrets.iter().any(|x| s.contains(x.as_str())) {
-                    *s = self.scrub_str(s);
-                }
+            Value::String(s) if self.secrets.iter().any(|x| s.contains(x.as_str())) => {
+                *s = self.scrub_str(s);
             }
             Value::Array(a) => a.iter_mut().for_each(|x| self.scrub_value(x)),
             Value::Object(m) => {
