@@ -209,6 +209,17 @@ fn fake_nvidia_smi_drives_the_monitor_end_to_end() {
     let stderr = String::from_utf8_lossy(&out.stderr);
     assert!(!stderr.contains("GPU telemetry"), "{stderr}");
     assert!(stderr.contains("hardware monitor: nvidia-smi"), "{stderr}");
+    // The live view shows one hardware line per measured cell.
+    assert_eq!(
+        stderr
+            .lines()
+            .filter(|l| l.contains("hardware C=")
+                && l.contains("J/token")
+                && l.contains("throttled: sw_power_cap"))
+            .count(),
+        2,
+        "{stderr}"
+    );
 
     // Startup diagnostics in the seed's shape.
     let sd = &v["startup_diagnostics"];

@@ -155,21 +155,58 @@ impl HostRun {
 
     /// Fills `r.hardware_summary` over the measured window `(start, end)` with energy per
     /// output token from `r.client_output_tokens` (sustained cells) or `r.total_tokens`.
-    pub fn attach(&self, r: &mut CellResult, window: Option<(Instant, Instant)>) {
+    /// Logs one line with GPU utilisation, power and J/token (shown live and kept in the event
+    /// log) when GPUs were sampled.
+    pub fn attach(
+        &self,
+        r: &mut CellResult,
+        window: Option<(Instant, Instant)>,
+        events: &EventSink,
+    ) {
         let (Some(m), Some((start, end))) = (&self.monitor, window) else {
             return;
         };
         let tokens = r.client_output_tokens.or(r.total_tokens);
         r.hardware_summary = m.summary(start, end, tokens);
+        let h = &r.hardware_summary;
+        if h.get("gpu_count").and_then(Value::as_u64).unwrap_or(0) > 0 {
+            let f = |k: &str, d: usize| {
+                h.get(k)
+                    .and_then(Value::as_f64)
+                    .map(|v| format!("{v:.d$}"))
+                    .unwrap_or_else(|| "-".into())
+            };
+            events.log(format!(
+                "hardware C={} ctx={}: GPU util {} % · power {} W · {} J/token · GPU temp max {} °C{}",
+                r.concurrency,
+                servebench_results::format_context(r.context_tokens),
+                f("gpu_util_avg_pct", 0),
+                f("power_total_avg_w", 1),
+                f("energy_per_output_token_j", 4),
+                f("temp_max_c", 0),
+                match h.get("throttle_limiting_reasons").and_then(Value::as_array) {
+                    Some(a) if !a.is_empty() => format!(
+                        " · throttled: {}",
+                        a.iter().filter_map(Value::as_str).collect::<Vec<_>>().join(",")
+                    ),
+                    _ => String::new(),
+                }
+            ));
+        }
     }
 
     /// [`HostRun::attach`] for request-count / burst cells: the window spans the measured
     /// requests (first sent → last ended).
-    pub fn attach_records(&self, r: &mut CellResult, records: &[RequestRecord]) {
+    pub fn attach_records(
+        &self,
+        r: &mut CellResult,
+        records: &[RequestRecord],
+        events: &EventSink,
+    ) {
         let start = records.iter().map(|x| x.sent_at).min();
         let end = records.iter().map(|x| x.end_at).max();
         if let (Some(s), Some(e)) = (start, end) {
-            self.attach(r, Some((s, e)));
+            self.attach(r, Some((s, e)), events);
         }
     }
 

@@ -755,7 +755,7 @@ pub async fn run_with_host(
                 )
                 .await;
                 let mut r = out.result;
-                host.attach_records(&mut r, &out.records);
+                host.attach_records(&mut r, &out.records, &events);
                 r
             } else {
                 let job = CellJob {
@@ -777,7 +777,7 @@ pub async fn run_with_host(
                 )
                 .await;
                 let mut r = out.result;
-                host.attach(&mut r, out.window);
+                host.attach(&mut r, out.window, &events);
                 r
             };
             if r.prompt_tokens.is_none() {
@@ -857,7 +857,7 @@ pub async fn run_with_host(
                 )
                 .await;
                 let mut r = out.result;
-                host.attach_records(&mut r, &out.records);
+                host.attach_records(&mut r, &out.records, &events);
                 r.request_count_target = n;
                 r
             } else {
