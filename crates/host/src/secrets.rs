@@ -45,8 +45,15 @@ pub const ENGINE_ENV_PREFIXES: [&str; 24] = [
 ];
 
 /// True when `name` (a variable name or a flag such as `--api-key`) marks a secret.
+///
+/// `TOKENIZER…` and `…TOKENS` (counts, not credentials: `TOKENIZERS_PARALLELISM`,
+/// `--max-num-batched-tokens`) do not count as `TOKEN`.
 pub fn is_secret_name(name: &str) -> bool {
-    let up = name.to_ascii_uppercase().replace('-', "_");
+    let up = name
+        .to_ascii_uppercase()
+        .replace('-', "_")
+        .replace("TOKENIZER", "")
+        .replace("TOKENS", "");
     SECRET_MARKERS.iter().any(|m| up.contains(m))
 }
 
@@ -240,6 +247,8 @@ mod tests {
             "CUDA_VISIBLE_DEVICES",
             "NCCL_P2P_LEVEL",
             "model",
+            "TOKENIZERS_PARALLELISM",
+            "--max-num-batched-tokens",
         ] {
             assert!(!is_secret_name(n), "{n}");
         }
