@@ -122,6 +122,17 @@ pub enum PrefillMetricArg {
     Prometheus,
 }
 
+/// GPU telemetry source of the hardware monitor.
+#[derive(Clone, Copy, Debug, ValueEnum, PartialEq, Eq)]
+pub enum HwSourceArg {
+    /// NVML when libnvidia-ml loads, else nvidia-smi.
+    Auto,
+    /// NVML only.
+    Nvml,
+    /// nvidia-smi only (--query-gpu and dmon).
+    NvidiaSmi,
+}
+
 /// Where the server is (shared by `run` and `task`). Without `--url`/`--host`/`--port` the
 /// built-in simulator is started in-process.
 #[derive(Debug, Clone, Args)]
@@ -292,6 +303,16 @@ pub struct RunArgs {
     /// Multiplier for the automatic burst size (≥ 1).
     #[arg(long, default_value_t = 5)]
     pub burst_requests_per_concurrency: u64,
+    /// Hardware monitor period, s: GPU (NVML, else nvidia-smi) and CPU samples for the per-cell
+    /// hardware_summary, the run's hardware_run_summary and energy per output token.
+    #[arg(long, default_value_t = 1.0, allow_negative_numbers = true)]
+    pub hw_monitor_interval: f64,
+    /// Do not run the hardware monitor (hardware_summary stays {}).
+    #[arg(long)]
+    pub no_hw_monitor: bool,
+    /// Where GPU samples come from: NVML (loaded at run time), else nvidia-smi.
+    #[arg(long, value_enum, default_value_t = HwSourceArg::Auto)]
+    pub hw_monitor_source: HwSourceArg,
     /// Results JSON path.
     #[arg(long, short, default_value = "benchmark_results.json")]
     pub output: PathBuf,
@@ -308,6 +329,26 @@ fn positive_secs(name: &str, v: f64) -> anyhow::Result<Duration> {
 }
 
 impl RunArgs {
+    /// Host-evidence settings: the hardware monitor per `--hw-monitor-*` / `--no-hw-monitor`,
+    /// and the client's command line for `startup_diagnostics` (redacted there).
+    pub fn host_options(&self) -> anyhow::Result<servebench_core::HostOptions> {
+        let interval = servebench_core::host::monitor_interval(self.hw_monitor_interval)
+            .map_err(|e| usage(anyhow!(e)))?;
+        Ok(servebench_core::HostOptions {
+            monitor: (!self.no_hw_monitor).then(|| servebench_host::MonitorConfig {
+                interval,
+                backend: match self.hw_monitor_source {
+                    HwSourceArg::Auto => servebench_host::GpuBackend::Auto,
+                    HwSourceArg::Nvml => servebench_host::GpuBackend::Nvml,
+                    HwSourceArg::NvidiaSmi => servebench_host::GpuBackend::NvidiaSmi,
+                },
+                ..Default::default()
+            }),
+            command_line: std::env::args().collect(),
+            ..Default::default()
+        })
+    }
+
     /// Builds the run configuration; starts the embedded simulator when no target was given.
     pub fn to_config(&self) -> anyhow::Result<(RunConfig, Option<Sim>)> {
         let endpoint = self.target.endpoint();
@@ -379,6 +420,8 @@ impl RunArgs {
             "prefill_metric": format!("{:?}", self.prefill_metric).to_lowercase(),
             "request_count": self.request_count,
             "run_burst": self.run_burst,
+            "hw_monitor_interval": self.hw_monitor_interval,
+            "no_hw_monitor": self.no_hw_monitor,
             "embedded_simulator": sim.is_some(),
         });
         let cfg = RunConfig {

@@ -118,6 +118,7 @@ pub(crate) fn one_line_error(e: &anyhow::Error) -> String {
 
 async fn cmd_run(a: RunArgs) -> anyhow::Result<ExitCode> {
     args::check_output_path(&a.output, "-o")?;
+    let host = a.host_options()?;
     // Keep the embedded simulator alive for the whole run.
     let (cfg, sim) = a.to_config()?;
     let quiet = a.quiet;
@@ -138,7 +139,7 @@ async fn cmd_run(a: RunArgs) -> anyhow::Result<ExitCode> {
     let (tx, rx) = tokio::sync::mpsc::unbounded_channel::<RunEvent>();
     let events = Arc::new(EventSink::new(Some(tx)));
     let printer = tokio::spawn(live::print_events(rx, quiet));
-    let results = servebench_core::run(cfg, events.clone(), cancel.clone()).await;
+    let results = servebench_core::run_with_host(cfg, host, events.clone(), cancel.clone()).await;
     drop(events);
     let _ = printer.await;
     drop(sim);

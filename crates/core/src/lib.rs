@@ -9,6 +9,7 @@ pub mod cell;
 pub mod error;
 pub mod events;
 pub mod h1;
+pub mod host;
 pub mod plan;
 pub mod prefill;
 pub mod probe;
@@ -22,5 +23,6 @@ pub mod telemetry;
 
 pub use error::{ConfigError, HttpError};
 pub use events::{EventSink, RunEvent};
-pub use runner::{run, RunConfig, RunError, TargetingMode};
+pub use host::HostOptions;
+pub use runner::{run, run_with_host, RunConfig, RunError, TargetingMode};
 pub use target::{Endpoint, HttpClient, Target};

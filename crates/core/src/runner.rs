@@ -24,6 +24,7 @@ use crate::burst::{run_burst_cell, BurstJob};
 use crate::cell::{run_sustained_cell, CellJob, CellSettings};
 use crate::error::ConfigError;
 use crate::events::{EventSink, RunEvent};
+use crate::host::{HostOptions, HostRun};
 use crate::plan::{
     auto_ready_timeout_s, matrix_order, pre_skip, CellSpec, PreSkip, TIMEOUT_POLICY,
 };
@@ -275,9 +276,20 @@ fn prefill_skip_row(reason: String) -> PrefillRow {
     }
 }
 
-/// Runs the benchmark and returns the results (partial when `cancel` fired).
+/// Runs the benchmark and returns the results (partial when `cancel` fired), with the default
+/// [`HostOptions`] (diagnostics, P2P check and engine launch; no hardware monitor).
 pub async fn run(
     cfg: RunConfig,
+    events: Arc<EventSink>,
+    cancel: CancellationToken,
+) -> Result<Results, RunError> {
+    run_with_host(cfg, HostOptions::default(), events, cancel).await
+}
+
+/// [`run`] with explicit host-evidence settings (hardware monitor, P2P paths, command line).
+pub async fn run_with_host(
+    cfg: RunConfig,
+    host_opts: HostOptions,
     events: Arc<EventSink>,
     cancel: CancellationToken,
 ) -> Result<Results, RunError> {
@@ -286,7 +298,13 @@ pub async fn run(
     let run_id = make_run_id(cfg.seed);
     let client =
         HttpClient::new(cfg.target.clone()).map_err(|e| RunError::Startup(e.to_string()))?;
-    let startup = startup_diagnostics(&cfg);
+    // Helper programs (nvidia-smi) run with timeouts, off the async threads.
+    let mut host = {
+        let (c, e) = (cfg.clone(), events.clone());
+        tokio::task::spawn_blocking(move || HostRun::start(&c, &host_opts, &e))
+            .await
+            .map_err(|e| RunError::Startup(format!("host diagnostics failed: {e}")))?
+    };
 
     events.log(format!(
         "startup server={} run_id={run_id}",
@@ -728,7 +746,7 @@ pub async fn run(
                     index,
                     total,
                 };
-                run_burst_cell(
+                let out = run_burst_cell(
                     &rc.client,
                     rc.path(),
                     job,
@@ -736,8 +754,10 @@ pub async fn run(
                     rc.telemetry.as_ref(),
                     &cancel,
                 )
-                .await
-                .result
+                .await;
+                let mut r = out.result;
+                host.attach_records(&mut r, &out.records, &events);
+                r
             } else {
                 let job = CellJob {
                     spec: *spec,
@@ -748,7 +768,7 @@ pub async fn run(
                     total,
                     warmup: false,
                 };
-                run_sustained_cell(
+                let out = run_sustained_cell(
                     &rc.client,
                     &settings,
                     job,
@@ -756,8 +776,10 @@ pub async fn run(
                     rc.telemetry.as_ref(),
                     &cancel,
                 )
-                .await
-                .result
+                .await;
+                let mut r = out.result;
+                host.attach(&mut r, out.window, &events);
+                r
             };
             if r.prompt_tokens.is_none() {
                 r.prompt_tokens = p.exact_tokens;
@@ -826,7 +848,7 @@ pub async fn run(
                     index,
                     total,
                 };
-                let mut r = run_burst_cell(
+                let out = run_burst_cell(
                     &rc.client,
                     rc.path(),
                     job,
@@ -834,8 +856,9 @@ pub async fn run(
                     rc.telemetry.as_ref(),
                     &cancel,
                 )
-                .await
-                .result;
+                .await;
+                let mut r = out.result;
+                host.attach_records(&mut r, &out.records, &events);
                 r.request_count_target = n;
                 r
             } else {
@@ -971,25 +994,32 @@ pub async fn run(
         seed: cfg.seed,
         interrupted,
         startup_diagnostics_available: true,
-        nvidia_p2p_override_effective: None,
+        nvidia_p2p_override_effective: host.p2p_effective(),
         p2pmark_status: "not_run".into(),
         amd_fabric_status: "not_run".into(),
     };
     let not_run = || {
         let mut m = JsonObject::new();
         m.insert("status".into(), Value::String("not_run".into()));
+        m.insert(
+            "reason".into(),
+            Value::String(
+                "servebench has no fabric micro-benchmark yet (docs/interconnect-check.md)".into(),
+            ),
+        );
         m
     };
     let has_ok = |rs: &[CellResult]| rs.iter().any(|r| r.status == CellStatus::Ok);
     Ok(Results {
         schema_version: SCHEMA_VERSION.into(),
         metadata,
-        startup_diagnostics: startup,
-        nvidia_p2p_override: not_run(),
+        startup_diagnostics: std::mem::take(&mut host.startup),
+        nvidia_p2p_override: std::mem::take(&mut host.p2p),
         p2pmark: not_run(),
         amd_fabric: not_run(),
-        hardware_run_summary: JsonObject::new(),
-        event_log: events.lines(),
+        hardware_run_summary: host.finish(),
+        engine_launch: std::mem::take(&mut host.launch),
+        event_log: host.scrub_lines(events.lines()),
         methodology: methodology(
             prefill.values().any(|r| r.status == Some(CellStatus::Ok)),
             prefill_mode,
@@ -1260,68 +1290,6 @@ async fn size_prompts(
         }
     }
     (targeting, out)
-}
-
-fn startup_diagnostics(cfg: &RunConfig) -> JsonObject {
-    let mut env = serde_json::Map::new();
-    for (k, v) in std::env::vars() {
-        if ["NCCL_", "VLLM_", "SGLANG_", "CUDA_", "OMP_"]
-            .iter()
-            .any(|p| k.starts_with(p))
-        {
-            env.insert(k, Value::String(v));
-        }
-    }
-    let v = json!({
-        "version": env!("CARGO_PKG_VERSION"),
-        "tool": TOOL_NAME,
-        "server_url": cfg.target.base_url,
-        "hostname": hostname(),
-        "uname": uname(),
-        "os": std::env::consts::OS,
-        "arch": std::env::consts::ARCH,
-        "client_cpus": std::thread::available_parallelism().map(|n| n.get()).unwrap_or(1),
-        "env": Value::Object(env),
-        "args": cfg.args_snapshot,
-    });
-    match v {
-        Value::Object(m) => m,
-        _ => JsonObject::new(),
-    }
-}
-
-fn hostname() -> String {
-    std::fs::read_to_string("/proc/sys/kernel/hostname")
-        .or_else(|_| std::fs::read_to_string("/etc/hostname"))
-        .map(|s| s.trim().to_string())
-        .unwrap_or_default()
-}
-
-fn uname() -> String {
-    #[cfg(unix)]
-    {
-        // SAFETY: uname fills the zeroed struct we own.
-        let mut u: libc::utsname = unsafe { std::mem::zeroed() };
-        if unsafe { libc::uname(&mut u) } == 0 {
-            let f = |a: &[libc::c_char]| {
-                let bytes: Vec<u8> = a
-                    .iter()
-                    .take_while(|&&c| c != 0)
-                    .map(|&c| c as u8)
-                    .collect();
-                String::from_utf8_lossy(&bytes).into_owned()
-            };
-            return format!(
-                "{} {} {} {} {}",
-                f(&u.sysname),
-                f(&u.nodename),
-                f(&u.release),
-                f(&u.version),
-                f(&u.machine)
-            );
-        }
-    }
-    String::new()
 }
 
 /// `601344` → `601,344`.

@@ -744,12 +744,20 @@ pub fn hardware_facts(results: &Results, raw: &Value) -> HardwareFacts {
     hw.gpu_name = name
         .and_then(|v| v.as_str().map(str::to_string))
         .filter(|s| !s.is_empty());
-    if let Some(total) = pick("vram_total_mb")
+    // Memory per device: the first GPU's own total, else the summary total / count (MiB).
+    let first_gpu_total = pick("gpus")
+        .and_then(|v| {
+            v.get(0)
+                .and_then(|g| g.get("vram_total_mb"))
+                .and_then(Value::as_f64)
+        })
+        .filter(|v| *v > 0.0);
+    let summary_total = pick("vram_total_mb")
         .and_then(|v| v.as_f64())
         .filter(|v| *v > 0.0)
-    {
-        let n = hw.gpu_count.unwrap_or(1) as f64;
-        hw.vram_gb_per_device = Some(round(total / n / 1024.0, 1));
+        .map(|t| t / hw.gpu_count.unwrap_or(1) as f64);
+    if let Some(per) = first_gpu_total.or(summary_total) {
+        hw.vram_gb_per_device = Some(round(per / 1024.0, 1));
     }
     hw
 }
@@ -983,9 +991,31 @@ pub fn publish(
     if let Some(n) = &hw.gpu_name {
         host.insert("gpu_name".into(), json!(n));
     }
-    for k in ["os", "arch", "uname", "client_cpus"] {
-        if let Some(v) = results.startup_diagnostics.get(k) {
+    for k in [
+        "os",
+        "arch",
+        "uname",
+        "client_cpus",
+        "driver_version",
+        "cuda_version",
+        "cpu_model",
+    ] {
+        if let Some(v) = results.startup_diagnostics.get(k).filter(|v| !v.is_null()) {
             host.insert(k.into(), v.clone());
+        }
+    }
+    // GPU identities of the run (name, uuid), from the host monitor.
+    if let Some(gpus) = results
+        .hardware_run_summary
+        .get("gpus")
+        .and_then(Value::as_array)
+    {
+        let ids: Vec<Value> = gpus
+            .iter()
+            .map(|g| json!({"index": g.get("index"), "name": g.get("name"), "uuid": g.get("uuid")}))
+            .collect();
+        if !ids.is_empty() {
+            host.insert("gpus".into(), Value::Array(ids));
         }
     }
     let method = format!(
@@ -1015,6 +1045,13 @@ pub fn publish(
     });
     if let Some(a) = results.startup_diagnostics.get("args") {
         source["run_arguments"] = a.clone();
+    }
+    if let Some(c) = results
+        .startup_diagnostics
+        .get("command_line")
+        .filter(|c| c.as_array().is_some_and(|a| !a.is_empty()))
+    {
+        source["run_command"] = c.clone();
     }
     if let Some(b) = &opts.baseline {
         source["baseline_sweep_id"] = json!(b);

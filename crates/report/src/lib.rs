@@ -8,6 +8,8 @@
 use std::fmt::Write as _;
 use std::path::Path;
 
+pub mod hardware;
+
 use servebench_results::{format_context, CellResult, CellStatus, Results};
 
 /// Options of the text report.
@@ -372,6 +374,8 @@ pub fn render_text(r: &Results, opts: &ReportOptions) -> String {
             Some(&detail_text),
         );
     }
+
+    out.push_str(&hardware::gpu_panel(r));
 
     let problems: Vec<&CellResult> = r
         .results

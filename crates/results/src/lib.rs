@@ -49,6 +49,10 @@ pub struct Results {
     pub amd_fabric: JsonObject,
     /// Hardware summary over the whole run (`{}` when no hardware sampler ran).
     pub hardware_run_summary: JsonObject,
+    /// The engine's launch when the server runs on this host (`status` `found`: pid, command
+    /// line, working directory, engine environment, container hints; secrets redacted), else
+    /// `status` `remote` / `not_found` / `unreadable` with a `reason`. `{}` in older files.
+    pub engine_launch: JsonObject,
     /// Every event of the run as `"HH:MM:SS message"` (local time), complete.
     pub event_log: Vec<String>,
     /// Cold prefill rows keyed by context label (`"8192"`), in run order.
