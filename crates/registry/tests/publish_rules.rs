@@ -240,8 +240,11 @@ fn results() -> Value {
     r.hardware_run_summary.insert("gpu_count".into(), json!(1));
     r.hardware_run_summary
         .insert("vram_total_mb".into(), json!(24564));
-    r.hardware_run_summary
-        .insert("gpu_name".into(), json!("NVIDIA GeForce RTX 4090"));
+    // The host monitor's shape (crates/host): per-GPU identities and memory.
+    r.hardware_run_summary.insert(
+        "gpus".into(),
+        json!([{"index": 0, "name": "NVIDIA GeForce RTX 4090", "uuid": "GPU-1234", "vram_total_mb": 24564}]),
+    );
     r.prefill.insert(
         "4096".into(),
         PrefillRow {
@@ -369,6 +372,7 @@ fn publish_rows_metrics_provenance() {
         .unwrap()
         .contains("servebench-accepted-rows/v1"));
     assert_eq!(src["host"]["hardware_id"], "rtx-4090-24gb");
+    assert_eq!(src["host"]["gpus"][0]["uuid"], "GPU-1234");
     assert_eq!(src["engine"]["name"], "vllm");
     let failed: &SweepRow = &s.rows[5];
     assert_eq!(
