@@ -110,6 +110,17 @@ pub enum TargetingArg {
     Estimate,
 }
 
+/// How `servebench run` shows its progress.
+#[derive(Clone, Copy, Debug, ValueEnum, PartialEq, Eq)]
+pub enum DisplayArg {
+    /// Full-screen live dashboard (keys: q stops and keeps the results, s skips the cell).
+    Screen,
+    /// A few live lines at the bottom of the terminal, the event log scrolling above them.
+    Inline,
+    /// Plain lines on stderr: the event log and one progress line per phase change.
+    Plain,
+}
+
 /// Which number heads a prefill row.
 #[derive(Clone, Copy, Debug, ValueEnum, PartialEq, Eq)]
 pub enum PrefillMetricArg {
@@ -319,6 +330,10 @@ pub struct RunArgs {
     /// Only the final report (no progress lines on stderr).
     #[arg(long, short)]
     pub quiet: bool,
+    /// Live view: screen, inline or plain [default: screen when stdout is a terminal, else
+    /// plain; always plain with -q or when the CI environment variable is set].
+    #[arg(long, value_enum)]
+    pub display: Option<DisplayArg>,
 }
 
 fn positive_secs(name: &str, v: f64) -> anyhow::Result<Duration> {

@@ -34,11 +34,19 @@ pub(crate) const EXIT_INTERRUPTED: u8 = 130;
 /// second Ctrl-C: exit at once with [`EXIT_INTERRUPTED`].
 /// SIGTERM (`timeout`, `docker stop`, systemd, Slurm) is handled the same way.
 pub(crate) fn on_ctrl_c(cancel: CancellationToken, what: &'static str) {
+    on_interrupt(cancel, Some(what));
+}
+
+/// [`on_ctrl_c`]; `what: None` says nothing on the first signal (the live dashboard shows it).
+pub(crate) fn on_interrupt(cancel: CancellationToken, what: Option<&'static str>) {
     tokio::spawn(async move {
         if interrupt().await {
-            eprintln!("\nservebench: interrupted — {what} (Ctrl-C again to abort)");
+            if let Some(what) = what {
+                eprintln!("\nservebench: interrupted — {what} (Ctrl-C again to abort)");
+            }
             cancel.cancel();
             if interrupt().await {
+                servebench_tui::terminal::restore_terminal();
                 eprintln!("servebench: aborted");
                 std::process::exit(EXIT_INTERRUPTED as i32);
             }
@@ -130,18 +138,23 @@ async fn cmd_run(a: RunArgs) -> anyhow::Result<ExitCode> {
         );
     }
 
+    let (display, note) = live::choose(a.display, quiet);
+    if let Some(note) = note {
+        eprintln!("servebench: {note}");
+    }
     let cancel = CancellationToken::new();
-    on_ctrl_c(
+    on_interrupt(
         cancel.clone(),
-        "finishing the current cell as skipped and writing partial results",
+        matches!(display, live::Display::Plain { .. })
+            .then_some("finishing the current cell as skipped and writing partial results"),
     );
 
     let (tx, rx) = tokio::sync::mpsc::unbounded_channel::<RunEvent>();
     let events = Arc::new(EventSink::new(Some(tx)));
-    let printer = tokio::spawn(live::print_events(rx, quiet));
+    let view = live::start(display, rx, cancel.clone(), events.skip_control());
     let results = servebench_core::run_with_host(cfg, host, events.clone(), cancel.clone()).await;
     drop(events);
-    let _ = printer.await;
+    view.finish().await;
     drop(sim);
     let results = results.map_err(|e| match e {
         servebench_core::RunError::Config(c) => args::usage(c),

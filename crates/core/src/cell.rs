@@ -28,7 +28,7 @@ use servebench_sse::RequestRecord;
 use tokio_util::sync::CancellationToken;
 
 use crate::aggregate::fill_request_stats;
-use crate::events::{CellProgress, EventSink, Phase, RunEvent};
+use crate::events::{CellProgress, EventSink, LiveFeed, Phase, RunEvent};
 use crate::plan::CellSpec;
 use crate::procstat::process_cpu_seconds;
 use crate::stream::{run_single, run_stream, StreamHooks, StreamOutcome, WindowClock};
@@ -158,10 +158,12 @@ pub async fn run_sustained_cell(
         warmup: job.warmup,
     });
     events.log(format!("cell start {label}"));
+    let mut feed = LiveFeed::new(job.index, job.warmup, t_cell);
 
     // 1. Scout.
     let mut scout_record = None;
     if let Some(body) = job.scout_body.clone() {
+        feed.phase(events, Phase::Scout, None);
         progress(Phase::Scout, 0, None, None);
         let out = run_single(client, settings.path, body, run_cancel).await;
         if run_cancel.is_cancelled() {
@@ -185,6 +187,7 @@ pub async fn run_sustained_cell(
         scout_record = Some(out.record);
     }
     let t_after_scout = Instant::now();
+    feed.phase(events, Phase::RampUp, Some(job.ready_timeout.as_secs_f64()));
 
     // 2. Streams.
     let cell_cancel = run_cancel.child_token();
@@ -268,8 +271,13 @@ pub async fn run_sustained_cell(
     let mut server_state: Option<ServerReadiness> = None;
     let stable_s = settings.stable_window.as_secs_f64();
     let open = loop {
-        ticker.tick().await;
+        let scheduled = ticker.tick().await;
         let now = Instant::now();
+        feed.lag(
+            now.saturating_duration_since(scheduled.into_std())
+                .as_secs_f64()
+                * 1e3,
+        );
         if run_cancel.is_cancelled() || shared.failed() {
             break false;
         }
@@ -304,6 +312,7 @@ pub async fn run_sustained_cell(
             && (sampler.is_none() || server_state.is_some());
         if client_ok && server_ok {
             let since = *stable_since.get_or_insert(now);
+            feed.phase(events, Phase::Readiness, Some(stable_s));
             if now.duration_since(since) >= settings.stable_window {
                 result.ready_reason = match &server_state {
                     Some(s) => format!(
@@ -318,6 +327,7 @@ pub async fn run_sustained_cell(
             }
         } else {
             stable_since = None;
+            feed.phase(events, Phase::RampUp, Some(job.ready_timeout.as_secs_f64()));
         }
         if now.duration_since(t_after_scout) >= job.ready_timeout {
             result.warmup_timed_out = true;
@@ -336,7 +346,17 @@ pub async fn run_sustained_cell(
         if now.duration_since(last_progress) >= PROGRESS_EVERY {
             last_progress = now;
             let tps = update_live(now, &shared);
-            progress(Phase::RampUp, active, tps, None);
+            let phase = if stable_since.is_some() {
+                Phase::Readiness
+            } else {
+                Phase::RampUp
+            };
+            progress(phase, active, tps, None);
+            feed.tick(
+                events,
+                &shared.outcomes,
+                sampler.as_ref().and_then(|s| s.latest()).as_ref(),
+            );
         }
     };
     let ready_at = Instant::now();
@@ -358,6 +378,11 @@ pub async fn run_sustained_cell(
             events.log(format!("ready {label} {}", result.ready_reason));
         }
         tokio::time::sleep_until(start.into()).await;
+        feed.phase(
+            events,
+            Phase::Measuring,
+            Some(settings.duration.as_secs_f64()),
+        );
         let cpu0 = process_cpu_seconds();
         if let Some(t) = telemetry {
             edge_start = t.edge_scrape().await;
@@ -367,11 +392,12 @@ pub async fn run_sustained_cell(
         loop {
             let scheduled = ticker.tick().await;
             let now = Instant::now();
-            max_lag_ms = max_lag_ms.max(
-                now.saturating_duration_since(scheduled.into_std())
-                    .as_secs_f64()
-                    * 1e3,
-            );
+            let lag_ms = now
+                .saturating_duration_since(scheduled.into_std())
+                .as_secs_f64()
+                * 1e3;
+            max_lag_ms = max_lag_ms.max(lag_ms);
+            feed.lag(lag_ms);
             if now >= end || run_cancel.is_cancelled() || shared.failed() {
                 break;
             }
@@ -383,6 +409,11 @@ pub async fn run_sustained_cell(
                     shared.active.load(Ordering::Relaxed),
                     tps,
                     Some(now.duration_since(start).as_secs_f64()),
+                );
+                feed.tick(
+                    events,
+                    &shared.outcomes,
+                    sampler.as_ref().and_then(|s| s.latest()).as_ref(),
                 );
             }
         }

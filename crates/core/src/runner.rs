@@ -23,7 +23,7 @@ use tokio_util::sync::CancellationToken;
 use crate::burst::{run_burst_cell, BurstJob};
 use crate::cell::{run_sustained_cell, CellJob, CellSettings};
 use crate::error::ConfigError;
-use crate::events::{EventSink, RunEvent};
+use crate::events::{EventSink, PlannedCell, RunEvent, RunPlan, USER_SKIP_REASON};
 use crate::host::{HostOptions, HostRun};
 use crate::plan::{
     auto_ready_timeout_s, matrix_order, pre_skip, CellSpec, PreSkip, TIMEOUT_POLICY,
@@ -331,7 +331,7 @@ pub async fn run_with_host(
         ));
     }
     for w in &info.warnings {
-        events.log(format!("startup warning: {w}"));
+        events.warn(format!("startup warning: {w}"));
     }
     if info.metrics_available {
         events.log(format!(
@@ -339,7 +339,7 @@ pub async fn run_with_host(
             info.engine_name
         ));
     } else {
-        events.log(format!(
+        events.warn(format!(
             "startup warning: metrics disabled: {}",
             info.metrics_warning
         ));
@@ -399,6 +399,41 @@ pub async fn run_with_host(
             })
             .max()
     };
+    events.emit(RunEvent::Plan(Box::new(RunPlan {
+        engine: info.engine_name.clone(),
+        engine_version: info.engine_version.clone(),
+        model: info.model.clone(),
+        url: cfg.target.base_url.clone(),
+        kv_budget_tokens: kv_budget,
+        kv_budget_source: kv.source.to_string(),
+        max_model_len: info.max_model_len,
+        window_s: cfg.duration.as_secs_f64(),
+        pause_s: cfg.cell_pause.as_secs_f64(),
+        layer: if request_count_mode {
+            "request-count"
+        } else {
+            "sustained"
+        }
+        .into(),
+        warmup_s: warmup_ctx.map(|_| cfg.decode_warmup.as_secs_f64()),
+        burst_layer: cfg.burst.run_burst && !request_count_mode && !cfg.prefill.only,
+        cells: cells
+            .iter()
+            .enumerate()
+            .map(|(i, (c, skip))| PlannedCell {
+                index: i + 1,
+                concurrency: c.concurrency,
+                context: c.context,
+                skip_reason: skip.as_ref().map(|s| match s {
+                    PreSkip::Context { reason } | PreSkip::Capacity { reason, .. } => {
+                        reason.clone()
+                    }
+                }),
+                expected_s: (skip.is_none() && !request_count_mode)
+                    .then(|| (cfg.stable_window + cfg.duration + cfg.cell_pause).as_secs_f64()),
+            })
+            .collect(),
+    })));
     // Prefill contexts: a prefill request is the prompt plus one output token.
     let fits = |x: u64| info.max_model_len.is_none_or(|m| x < m);
     let standalone = cfg.prefill.standalone || cfg.prefill.only;
@@ -660,15 +695,20 @@ pub async fn run_with_host(
                 total: cells.len(),
                 warmup: true,
             };
+            let cell_cancel = events.skip_control().begin(&cancel);
             let out = run_sustained_cell(
                 &rc.client,
                 &wsettings,
                 job,
                 &events,
                 rc.telemetry.as_ref(),
-                &cancel,
+                &cell_cancel.token,
             )
             .await;
+            if cell_cancel.skipped(&cancel) {
+                events.log("decode warmup skipped by the user");
+            }
+            drop(cell_cancel);
             if !out.interrupted {
                 events.log(format!(
                     "decode warmup done C=1 ctx={} ({}{})",
@@ -735,6 +775,7 @@ pub async fn run_with_host(
                 }
                 record_prefill(spec.context, cold, Some(warm));
             }
+            let cell_cancel = events.skip_control().begin(&cancel);
             let mut r = if request_count_mode {
                 let job = BurstJob {
                     spec: *spec,
@@ -752,7 +793,7 @@ pub async fn run_with_host(
                     job,
                     &events,
                     rc.telemetry.as_ref(),
-                    &cancel,
+                    &cell_cancel.token,
                 )
                 .await;
                 let mut r = out.result;
@@ -774,13 +815,14 @@ pub async fn run_with_host(
                     job,
                     &events,
                     rc.telemetry.as_ref(),
-                    &cancel,
+                    &cell_cancel.token,
                 )
                 .await;
                 let mut r = out.result;
                 host.attach(&mut r, out.window, &events);
                 r
             };
+            user_skip(&mut r, &cell_cancel, &cancel, &events);
             if r.prompt_tokens.is_none() {
                 r.prompt_tokens = p.exact_tokens;
             }
@@ -848,16 +890,18 @@ pub async fn run_with_host(
                     index,
                     total,
                 };
+                let cell_cancel = events.skip_control().begin(&cancel);
                 let out = run_burst_cell(
                     &rc.client,
                     rc.path(),
                     job,
                     &events,
                     rc.telemetry.as_ref(),
-                    &cancel,
+                    &cell_cancel.token,
                 )
                 .await;
                 let mut r = out.result;
+                user_skip(&mut r, &cell_cancel, &cancel, &events);
                 host.attach_records(&mut r, &out.records, &events);
                 r.request_count_target = n;
                 r
@@ -1038,6 +1082,26 @@ pub async fn run_with_host(
         burst_results,
         burst_summary_table,
     })
+}
+
+/// A cell ended by the live view's skip key: `skipped_user` with [`USER_SKIP_REASON`] (the cell
+/// itself reports an interruption).
+fn user_skip(
+    r: &mut CellResult,
+    cell: &crate::events::CellCancel,
+    run: &CancellationToken,
+    events: &EventSink,
+) {
+    if cell.skipped(run) {
+        r.status = CellStatus::SkippedUser;
+        r.status_reason = format!("{USER_SKIP_REASON} while the cell was running");
+        events.log(format!(
+            "cell skipped C={} ctx={}: {}",
+            r.concurrency,
+            format_context(r.context_tokens),
+            r.status_reason
+        ));
+    }
 }
 
 async fn pause(d: Duration, cancel: &CancellationToken) {
