@@ -340,7 +340,7 @@ pub async fn run_sustained_cell(
                 _ if active == 0 => "no_generation".into(),
                 _ => "not_stable".into(),
             };
-            events.log(format!("warmup timeout {label} {}", result.timeout_reason));
+            events.warn(format!("warmup timeout {label} {}", result.timeout_reason));
             break true;
         }
         if now.duration_since(last_progress) >= PROGRESS_EVERY {

@@ -91,6 +91,10 @@ pub fn phase_text(c: &Current) -> String {
             )
         }
         Some(Phase::Readiness) => format!("readiness held {}", of(limit)),
+        // Request-count and burst cells: a fixed number of requests, no fixed window.
+        Some(Phase::Measuring) if limit.is_none() => {
+            format!("measured requests running {}", of(None))
+        }
         Some(Phase::Measuring) => {
             let tps = c
                 .progress
