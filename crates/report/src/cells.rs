@@ -193,9 +193,11 @@ pub fn prefill_method_words(method: &str) -> String {
 /// Plain words for an `aggregate_source` value.
 pub fn aggregate_source_words(source: &str) -> String {
     match source {
-        "openai_continuous_usage" => "token counts streamed in every chunk's usage (exact)".into(),
+        "openai_continuous_usage" => {
+            "exact: the token count streamed in every chunk's usage".into()
+        }
         "openai_stream_chunks_fallback" => {
-            "one token per streamed chunk (the server sent no per-chunk usage; estimate)".into()
+            "estimate: one token per streamed chunk, the server sent no per-chunk usage".into()
         }
         "openai_completed_usage" => "final usage of completed requests".into(),
         "prometheus_fallback" => "the server's own token counter (Prometheus)".into(),

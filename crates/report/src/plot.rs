@@ -64,7 +64,7 @@ pub fn color(i: usize) -> RGBColor {
     RGBColor(r, g, b)
 }
 
-/// The chart as an `<svg>` element (640 × 380 px), or `None` when no series has a point.
+/// The chart as an `<svg>` element (600 × 360 px), or `None` when no series has a point.
 ///
 /// # Errors
 /// A drawing error from plotters.
@@ -102,7 +102,7 @@ pub fn line_chart(chart: &Chart<'_>) -> anyhow::Result<Option<String>> {
     let mut buf = String::new();
     {
         let e = |e: &dyn std::fmt::Display| anyhow!("drawing the chart {:?}: {e}", chart.title);
-        let root = SVGBackend::with_string(&mut buf, (640, 380)).into_drawing_area();
+        let root = SVGBackend::with_string(&mut buf, (600, 360)).into_drawing_area();
         root.fill(&WHITE).map_err(|x| e(&x))?;
         let mut c = ChartBuilder::on(&root)
             .caption(svg_text(chart.title), ("sans-serif", 17))
