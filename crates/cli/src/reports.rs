@@ -92,11 +92,16 @@ pub struct CompareArgs {
     pub output: Option<PathBuf>,
     /// Exit with code 4 when any cell's aggregate tok/s is lower than the baseline's by at least
     /// PCT percent, beyond the noise (for CI regression gates).
-    #[arg(long, value_name = "PCT")]
+    #[arg(long, value_name = "PCT", allow_negative_numbers = true)]
     pub fail_if_slower: Option<f64>,
     /// Smallest difference in percent that is marked faster/slower, even when its 95 % interval
     /// excludes 0 (run-to-run noise that the interval cannot see).
-    #[arg(long, default_value_t = 2.0, value_name = "PCT")]
+    #[arg(
+        long,
+        default_value_t = 2.0,
+        value_name = "PCT",
+        allow_negative_numbers = true
+    )]
     pub noise_pct: f64,
 }
 

@@ -94,8 +94,10 @@ pub enum Verdict {
     Faster,
     /// B is worse beyond the noise.
     Slower,
-    /// Within the noise (or no interval).
+    /// Within the noise.
     Same,
+    /// No interval, so no verdict (one sample per cell, or no samples and no spread).
+    Unknown,
     /// The value is missing in A or B.
     Missing,
 }
@@ -107,6 +109,18 @@ impl Verdict {
             Verdict::Faster => "faster",
             Verdict::Slower => "SLOWER",
             Verdict::Same => "same (within noise)",
+            Verdict::Unknown => "unknown (no interval)",
+            Verdict::Missing => "-",
+        }
+    }
+
+    /// One word, for the latency column.
+    pub fn short(self) -> &'static str {
+        match self {
+            Verdict::Faster => "faster",
+            Verdict::Slower => "SLOWER",
+            Verdict::Same => "same",
+            Verdict::Unknown => "unknown",
             Verdict::Missing => "-",
         }
     }
@@ -269,7 +283,7 @@ fn spread_rel_se(p50: Option<f64>, p90: Option<f64>, center: f64, n: u64) -> Opt
 fn verdict(pct: Option<f64>, ci: Option<(f64, f64)>, better: Better, noise: f64) -> Verdict {
     let (Some(p), Some((lo, hi))) = (pct, ci) else {
         return if pct.is_some() {
-            Verdict::Same
+            Verdict::Unknown
         } else {
             Verdict::Missing
         };
@@ -385,9 +399,14 @@ fn diff_metric(
     }
 }
 
-fn status_of(c: Option<&CellResult>) -> String {
-    c.map(|c| c.status.as_str().to_string())
-        .unwrap_or_else(|| "absent".into())
+fn status_of(c: Option<&CellResult>, show: bool) -> String {
+    match c {
+        None => "absent".into(),
+        Some(c) if c.status == CellStatus::Ok && c.capacity_limited && !show => {
+            "capacity-limited".into()
+        }
+        Some(c) => c.status.as_str().to_string(),
+    }
 }
 
 /// Why A and B may not be comparable: different model, max_tokens, ignore_eos, API, window,
@@ -495,7 +514,7 @@ pub fn compare(a: (&str, &Results), b: (&str, &Results), opts: &CompareOptions) 
             layer: id.to_string(),
             concurrency: c,
             context: x,
-            status: (status_of(ca), status_of(cb)),
+            status: (status_of(ca, show), status_of(cb, show)),
             tps: diff_metric(va, vb, None, Better::Higher, opts, &mut rng),
             ttft_p50: diff_metric(va, vb, Some(Metric::Ttft), Better::Lower, opts, &mut rng),
             itl_p50: diff_metric(va, vb, Some(Metric::Itl), Better::Lower, opts, &mut rng),
@@ -535,7 +554,7 @@ pub fn compare(a: (&str, &Results), b: (&str, &Results), opts: &CompareOptions) 
                 ci_pct: None,
                 method: IntervalMethod::None,
                 verdict: if pct.is_some() {
-                    Verdict::Same
+                    Verdict::Unknown
                 } else {
                     Verdict::Missing
                 },
@@ -586,30 +605,30 @@ fn rows(cmp: &Comparison) -> Vec<[String; 9]> {
                     fmt_tps(v)
                 }
             };
-            let status = if c.status.0 == "ok" && c.status.1 == "ok" {
-                String::new()
+            let verdict = if c.status.0 == "ok" && c.status.1 == "ok" {
+                c.tps.verdict.as_str().to_string()
             } else {
-                format!(" ({} / {})", c.status.0, c.status.1)
+                format!("not compared: A {}, B {}", c.status.0, c.status.1)
             };
             [
                 c.layer.clone(),
                 c.concurrency.to_string(),
                 format_context(c.context),
-                format!("{}{status}", unit(c.tps.a)),
+                unit(c.tps.a),
                 unit(c.tps.b),
                 fmt_pct(c.tps.pct),
                 fmt_ci(&c.tps),
-                c.tps.verdict.as_str().to_string(),
+                verdict,
                 format!(
                     "TTFT p50 {}→{} ms {} ({}), ITL p50 {}→{} ms {} ({})",
                     fmt_ms(c.ttft_p50.a),
                     fmt_ms(c.ttft_p50.b),
                     fmt_pct(c.ttft_p50.pct),
-                    c.ttft_p50.verdict.as_str(),
+                    c.ttft_p50.verdict.short(),
                     fmt_ms(c.itl_p50.a),
                     fmt_ms(c.itl_p50.b),
                     fmt_pct(c.itl_p50.pct),
-                    c.itl_p50.verdict.as_str()
+                    c.itl_p50.verdict.short()
                 ),
             ]
         })
@@ -809,14 +828,8 @@ pub fn render_html(
     if let Some(base) = base {
         for l in layers(base) {
             let (_, xs) = crate::cells::axes(l.cells);
-            let mut owned: Vec<(
-                String,
-                String,
-                String,
-                Vec<Series>,
-                Vec<Series>,
-                Vec<Series>,
-            )> = Vec::new();
+            // (title, y-axis, lines) per chart.
+            let mut owned: Vec<(String, &str, Vec<Series>)> = Vec::new();
             for &x in &xs {
                 let mut tps = Vec::new();
                 let mut ttft = Vec::new();
@@ -848,41 +861,27 @@ pub fn render_html(
                     ttft.push(mk(&|c| c.ttft_p50.map(|s| s * 1e3)));
                     itl.push(mk(&|c| c.inter_token_latency_p50.map(|s| s * 1e3)));
                 }
+                let ctx = format_context(x);
                 owned.push((
-                    format!("{}: aggregate tok/s, ctx {}", l.id, format_context(x)),
-                    format!("{}: TTFT p50, ctx {}", l.id, format_context(x)),
-                    format!("{}: ITL p50, ctx {}", l.id, format_context(x)),
+                    format!("{}: aggregate tok/s, ctx {ctx}", l.id),
+                    "aggregate tok/s",
                     tps,
-                    ttft,
-                    itl,
                 ));
+                owned.push((
+                    format!("{}: TTFT p50, ctx {ctx}", l.id),
+                    "TTFT p50, ms",
+                    ttft,
+                ));
+                owned.push((format!("{}: ITL p50, ctx {ctx}", l.id), "ITL p50, ms", itl));
             }
             let charts: Vec<Chart<'_>> = owned
                 .iter()
-                .flat_map(|(t1, t2, t3, s1, s2, s3)| {
-                    [
-                        Chart {
-                            title: t1,
-                            x_desc: "concurrency C",
-                            y_desc: "aggregate tok/s",
-                            x_scale: XScale::Log2,
-                            series: s1.clone(),
-                        },
-                        Chart {
-                            title: t2,
-                            x_desc: "concurrency C",
-                            y_desc: "TTFT p50, ms",
-                            x_scale: XScale::Log2,
-                            series: s2.clone(),
-                        },
-                        Chart {
-                            title: t3,
-                            x_desc: "concurrency C",
-                            y_desc: "ITL p50, ms",
-                            x_scale: XScale::Log2,
-                            series: s3.clone(),
-                        },
-                    ]
+                .map(|(title, y_desc, series)| Chart {
+                    title,
+                    x_desc: "concurrency C",
+                    y_desc,
+                    x_scale: XScale::Log2,
+                    series: series.clone(),
                 })
                 .collect();
             if !charts.is_empty() {

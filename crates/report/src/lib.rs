@@ -129,6 +129,9 @@ fn pad_right(s: &str, w: usize) -> String {
     }
 }
 
+/// Text of one cell.
+type CellFn = Box<dyn Fn(&CellResult) -> String>;
+
 /// A detail line of a matrix: its label (shown in the context column) and its text per cell.
 type Detail<'a> = (String, &'a dyn Fn(&CellResult) -> String);
 
@@ -176,7 +179,7 @@ fn matrix(
         for (label, d) in details {
             let line: Vec<String> = cs
                 .iter()
-                .map(|&c| find(x, c).map(|r| d(r)).unwrap_or_default())
+                .map(|&c| find(x, c).map(d).unwrap_or_default())
                 .collect();
             if line.iter().any(|s| !s.is_empty()) {
                 let _ = write!(out, "  {}", pad_right(&format!("  {label}"), 9));
@@ -270,10 +273,10 @@ pub fn render_text(r: &Results, opts: &ReportOptions) -> String {
         .map(|&p| pct_label(p))
         .collect::<Vec<_>>()
         .join(", ");
-    let details: Vec<(String, Box<dyn Fn(&CellResult) -> String>)> = pcts
+    let details: Vec<(String, CellFn)> = pcts
         .iter()
         .map(|&p| {
-            let f: Box<dyn Fn(&CellResult) -> String> = Box::new(move |c| detail_text(c, p));
+            let f: CellFn = Box::new(move |c| detail_text(c, p));
             (pct_label(p), f)
         })
         .collect();

@@ -77,8 +77,10 @@ pub fn ok_cell(c: u64, ctx: u64, tps: f64) -> CellResult {
 /// A servebench file with every cell status, a capacity-limited cell, warnings, cold and warm
 /// prefill rows and a Burst / E2E layer.
 pub fn full() -> Results {
-    let mut r = Results::default();
-    r.schema_version = "1.0".into();
+    let mut r = Results {
+        schema_version: "1.0".into(),
+        ..Default::default()
+    };
     let m = &mut r.metadata;
     m.tool = "servebench".into();
     m.version = "0.1.0".into();
