@@ -9,15 +9,16 @@
 //!
 //! * `request bootstrap` (when both cells carry request samples): the requests of each cell are
 //!   resampled with replacement, [`CompareOptions::resamples`] times, independently for A and B.
-//!   Aggregate tok/s is scaled by the ratio of the resampled to the original mean per-request
-//!   decode speed (1 / ITL; the aggregate of C streams is C × their mean speed), TTFT and ITL p50
-//!   are the medians of the resampled requests. The interval is the 2.5th–97.5th percentile of
+//!   Aggregate tok/s is scaled by the ratio of the original to the resampled mean per-token ITL
+//!   of the requests (C streams together decode about C / mean ITL tokens per second), TTFT and
+//!   ITL p50 are the medians of the resampled requests. The interval is the 2.5th–97.5th percentile of
 //!   the resampled B / A − 1. It covers the request-to-request variation inside each cell; it
 //!   cannot see run-to-run drift (another load on the machine, a server restart), which is why a
 //!   difference also has to exceed [`CompareOptions::noise_pct`] to be marked.
 //! * `spread estimate` (no samples, e.g. files written without them): a normal approximation
-//!   from what the file keeps — the per-request spread σ ≈ (p90 − p50) / 1.2816 of the metric,
-//!   the standard error of the mean σ / √n over the cell's `request_count`, combined for the
+//!   from what the file keeps — the per-request spread σ ≈ (p90 − p50) / 1.2816 of the metric
+//!   (per-token ITL for aggregate tok/s), the standard error of the mean σ / √n over the cell's
+//!   `request_count` (× 1.2533 for a median), combined for the
 //!   log-ratio (delta method). Rougher; it assumes a normal spread.
 //! * `none`: neither is available (or the row is one sample, as prefill rows are): no interval,
 //!   and the difference is never marked as significant.
@@ -213,13 +214,14 @@ fn median(v: &mut [f64]) -> f64 {
 /// The statistic a bootstrap resamples.
 #[derive(Clone, Copy)]
 enum Stat {
-    Mean,
+    /// 1 / mean: per-request ITLs (s/token) → a speed (tok/s).
+    InverseMean,
     Median,
 }
 
 fn stat(s: Stat, v: &mut [f64]) -> f64 {
     match s {
-        Stat::Mean => mean(v),
+        Stat::InverseMean => 1.0 / mean(v),
         Stat::Median => median(v),
     }
 }
@@ -309,17 +311,14 @@ fn pct_of(a: Option<f64>, b: Option<f64>) -> Option<f64> {
     }
 }
 
-/// Per-request decode speeds of a cell (1/ITL; `output_tps_per_user` when stored).
-fn speeds(c: &CellResult) -> Vec<f64> {
+/// Per-request per-token ITLs of a cell, s (from `output_tps_per_user` when only that is stored).
+fn itls(c: &CellResult) -> Vec<f64> {
     c.request_samples
         .iter()
         .filter(|s| s.output_tokens > 0)
         .filter_map(|s| {
-            s.output_tps_per_user.or_else(|| {
-                s.inter_token_latency_avg
-                    .filter(|&i| i > 0.0)
-                    .map(|i| 1.0 / i)
-            })
+            s.inter_token_latency_avg
+                .or_else(|| s.output_tps_per_user.filter(|&t| t > 0.0).map(|t| 1.0 / t))
         })
         .filter(|v| v.is_finite() && *v > 0.0)
         .collect()
@@ -346,7 +345,7 @@ fn diff_metric(
     let (mut ci, mut method) = (None, IntervalMethod::None);
     if let (Some(ca), Some(cb), Some(x), Some(y)) = (ca, cb, va, vb) {
         let (sa, sb, st) = match metric {
-            None => (speeds(ca), speeds(cb), Stat::Mean),
+            None => (itls(ca), itls(cb), Stat::InverseMean),
             Some(m) => (m.sample_values(ca), m.sample_values(cb), Stat::Median),
         };
         ci = bootstrap_pct((x, &sa), (y, &sb), st, opts, rng);
@@ -354,11 +353,12 @@ fn diff_metric(
             method = IntervalMethod::RequestBootstrap;
         } else {
             let se = |c: &CellResult| match metric {
+                // Mean per-token ITL (its relative error is that of C / mean ITL).
                 None => spread_rel_se(
-                    c.output_tps_per_user_p50,
-                    c.output_tps_per_user_p90,
-                    c.output_tps_per_user_avg
-                        .or(c.output_tps_per_user_p50)
+                    c.inter_token_latency_p50,
+                    c.inter_token_latency_p90,
+                    c.inter_token_latency_avg
+                        .or(c.inter_token_latency_p50)
                         .unwrap_or(0.0),
                     c.request_count,
                 ),
@@ -663,7 +663,7 @@ fn methods_used(cmp: &[Comparison]) -> Vec<&'static str> {
 fn method_note(opts: &CompareOptions) -> String {
     format!(
         "Δ = (B − A) / A. 95% interval: \"request bootstrap\" = {} resamples of each cell's requests \
-         (aggregate tok/s scaled by the mean per-request decode speed 1/ITL; TTFT and ITL by their median); \
+         (aggregate tok/s scaled by 1 / the mean per-token ITL of the requests; TTFT and ITL by their median); \
          \"spread estimate\" = normal approximation from the stored p50/p90 and request counts (no request samples in the file); \
          \"no interval\" = neither is available (prefill rows are one sample). A difference is marked faster/SLOWER \
          when its interval excludes 0 and it is at least {}% (run-to-run noise the interval cannot see).",
