@@ -190,6 +190,17 @@ pub fn prefill_method_words(method: &str) -> String {
     }
 }
 
+/// Plain words for `metadata.prompt_targeting`.
+pub fn prompt_targeting_words(v: &str) -> String {
+    match v {
+        "tokenize_exact" => "sized exactly (server /tokenize)".into(),
+        "calibrated_estimate" => "sized by a calibrated chars-per-token estimate".into(),
+        "cached_estimate" => "sized by a cached chars-per-token estimate".into(),
+        "none" => "no prompt (context 0 only)".into(),
+        other => other.to_string(),
+    }
+}
+
 /// Plain words for an `aggregate_source` value.
 pub fn aggregate_source_words(source: &str) -> String {
     match source {

@@ -257,7 +257,10 @@ pub fn render_html(r: &Results, opts: &ReportOptions) -> anyhow::Result<String> 
             "measured window per cell",
             format!("{} s", cells::fmt_num(m.duration_per_test)),
         ),
-        ("prompt sizing", m.prompt_targeting.clone()),
+        (
+            "prompt sizing",
+            cells::prompt_targeting_words(&m.prompt_targeting),
+        ),
         ("KV-cache budget", kv),
         (
             "server metrics",

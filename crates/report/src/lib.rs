@@ -250,7 +250,10 @@ fn header(out: &mut String, r: &Results) {
         format!("ignore_eos {}", m.ignore_eos),
     ];
     if !m.prompt_targeting.is_empty() {
-        facts.push(format!("prompts: {}", m.prompt_targeting));
+        facts.push(format!(
+            "prompts {}",
+            cells::prompt_targeting_words(&m.prompt_targeting)
+        ));
     }
     if m.max_total_tokens > 0 {
         facts.push(format!("KV budget {} tokens", m.max_total_tokens));

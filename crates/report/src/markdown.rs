@@ -63,7 +63,10 @@ pub fn render_markdown(r: &Results, opts: &ReportOptions) -> String {
             "window per cell",
             format!("{} s", cells::fmt_num(m.duration_per_test)),
         ),
-        ("prompt sizing", m.prompt_targeting.clone()),
+        (
+            "prompt sizing",
+            cells::prompt_targeting_words(&m.prompt_targeting),
+        ),
         (
             "KV budget",
             if m.max_total_tokens > 0 {
