@@ -24,11 +24,11 @@ fn scaled(r: &Results, f: f64) -> Results {
     r
 }
 
-fn sustained<'a>(
-    cmp: &'a servebench_report::compare::Comparison,
+fn sustained(
+    cmp: &servebench_report::compare::Comparison,
     c: u64,
     ctx: u64,
-) -> &'a servebench_report::compare::CellDiff {
+) -> &servebench_report::compare::CellDiff {
     cmp.cells
         .iter()
         .find(|d| d.layer == "sustained" && d.concurrency == c && d.context == ctx)
