@@ -129,14 +129,19 @@ fn ms(v: Option<f64>) -> Option<f64> {
     v.map(|s| s * 1e3)
 }
 
+/// Most points drawn per distribution line (larger cells are thinned evenly, keeping both ends).
+const CDF_POINTS: usize = 300;
+
 /// Empirical CDF points of `values` (x sorted, y = share ≤ x in %).
 fn cdf(values: &[f64]) -> Vec<(f64, f64)> {
     let mut v: Vec<f64> = values.iter().copied().filter(|x| x.is_finite()).collect();
     v.sort_by(f64::total_cmp);
-    let n = v.len() as f64;
+    let n = v.len();
+    let step = n.div_ceil(CDF_POINTS).max(1);
     v.iter()
         .enumerate()
-        .map(|(i, &x)| (x, (i + 1) as f64 / n * 100.0))
+        .filter(|(i, _)| i % step == 0 || *i + 1 == n)
+        .map(|(i, &x)| (x, (i + 1) as f64 / n as f64 * 100.0))
         .collect()
 }
 
@@ -684,5 +689,31 @@ pub struct HtmlExporter;
 impl Exporter for HtmlExporter {
     fn serialize(&self, results: &Results, opts: &ReportOptions) -> anyhow::Result<Vec<u8>> {
         Ok(render_html(results, opts)?.into_bytes())
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn cdf_keeps_ends_and_thins_large_cells() {
+        assert_eq!(
+            cdf(&[3.0, 1.0, 2.0]),
+            vec![(1.0, 100.0 / 3.0), (2.0, 200.0 / 3.0), (3.0, 100.0)]
+        );
+        let big: Vec<f64> = (0..10_000).map(f64::from).collect();
+        let c = cdf(&big);
+        assert!(c.len() <= CDF_POINTS + 1, "{}", c.len());
+        assert_eq!(c.first(), Some(&(0.0, 0.01)));
+        assert_eq!(c.last(), Some(&(9999.0, 100.0)));
+    }
+
+    #[test]
+    fn escapes_markup() {
+        assert_eq!(
+            esc("<a href=\"x\">&'"),
+            "&lt;a href=&quot;x&quot;&gt;&amp;&#39;"
+        );
     }
 }
