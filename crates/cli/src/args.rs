@@ -239,7 +239,7 @@ pub struct RunArgs {
     /// Hidden C=1 decode warmup at the largest runnable context, s (0 disables it).
     #[arg(long, default_value_t = 3.0, allow_negative_numbers = true)]
     pub decode_warmup_seconds: f64,
-    /// Readiness timeout per cell, s, counted after the scout (0 = auto: 60 s, 120 s at ≥64k, 180 s at ≥128k).
+    /// Readiness timeout per cell, s, counted after the cell's first request (sent alone to fill the prefix cache) (0 = auto: 60 s, 120 s at ≥64k, 180 s at ≥128k).
     #[arg(long, default_value_t = 0.0, allow_negative_numbers = true)]
     pub cell_warmup_timeout_seconds: f64,
     /// How long readiness (every stream producing) must hold before the window opens, s.
@@ -274,11 +274,12 @@ pub struct RunArgs {
     /// Always calibrate afresh and do not write the calibration cache.
     #[arg(long)]
     pub no_calibration_cache: bool,
-    /// Do not record prefill rows (the scouts still run).
+    /// Do not record prefill rows (each cell's first request, sent alone to fill the prefix cache, still runs).
     #[arg(long)]
     pub skip_prefill: bool,
-    /// Prefill contexts, `k` = ×1024: extra scout-only contexts (default mode) or the profile contexts
-    /// (--standalone-prefill); contexts that do not fit the model are reported as skipped
+    /// Prefill contexts, `k` = ×1024: extra contexts measured by one cold request each, with no
+    /// decode cell (default mode), or the profile contexts (--standalone-prefill); contexts that
+    /// do not fit the model are reported as skipped
     /// [default: 8k,64k,128k; simulator: 16k].
     #[arg(long, allow_hyphen_values = true)]
     pub prefill_contexts: Option<String>,
