@@ -608,6 +608,14 @@ pub fn render_html(r: &Results, opts: &ReportOptions) -> anyhow::Result<String> 
     if !m.metrics_warning.is_empty() {
         warnings.push(format!("server metrics: {}", m.metrics_warning));
     }
+    // Run-level warnings from the event log (`HH:MM:SS startup warning: …`).
+    for line in &r.event_log {
+        if line.to_lowercase().contains("warning")
+            && !warnings.iter().any(|w| line.contains(w.as_str()))
+        {
+            warnings.push(line.clone());
+        }
+    }
     for l in layers(r) {
         for c in l.cells {
             for w in &c.warnings {
@@ -679,6 +687,14 @@ pub fn render_html(r: &Results, opts: &ReportOptions) -> anyhow::Result<String> 
         <li><b>TTFT</b>: time from sending a request to its first output token. <b>ITL</b>: a request's (last − first token time) / (output tokens − 1); per-user tok/s = 1 / ITL.</li>\n\
         <li>Percentiles use NumPy's default (linear) definition over the cell's requests.</li>\n\
         </ul>\n");
+    if !r.event_log.is_empty() {
+        let _ = writeln!(
+            out,
+            "<h2 id=\"event-log\">Event log</h2>\n<details><summary>{} lines (click to open)</summary><pre>{}</pre></details>",
+            r.event_log.len(),
+            esc(&r.event_log.join("\n"))
+        );
+    }
     out.push_str("</body>\n</html>\n");
     Ok(out)
 }

@@ -473,16 +473,22 @@ pub fn render_text(r: &Results, opts: &ReportOptions) -> String {
     let warned: Vec<&CellResult> = r
         .results
         .iter()
+        .chain(burst.iter())
         .filter(|c| !c.warnings.is_empty())
         .collect();
     if !warned.is_empty() {
         out.push('\n');
         let _ = writeln!(out, "Warnings:");
         for c in warned {
+            let layer = if c.benchmark_mode == "burst-e2e" {
+                "[burst] "
+            } else {
+                ""
+            };
             for w in &c.warnings {
                 let _ = writeln!(
                     out,
-                    "  C={} ctx={}: {w}",
+                    "  {layer}C={} ctx={}: {w}",
                     c.concurrency,
                     format_context(c.context_tokens)
                 );

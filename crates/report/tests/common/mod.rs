@@ -88,6 +88,7 @@ pub fn full() -> Results {
     m.engine_version = Some("0.32.1".into());
     m.model = "tiny-llama".into();
     m.server = "127.0.0.1:8000".into();
+    m.base_url = "http://127.0.0.1:8000".into();
     m.endpoint = "chat".into();
     m.timestamp = "2026-12-01T10:00:00".into();
     m.decode_mode = "duration".into();
@@ -183,6 +184,10 @@ pub fn full() -> Results {
             ..Default::default()
         },
     );
+    r.event_log = vec![
+        "10:00:00 startup engine vllm 0.32.1".into(),
+        "10:00:01 startup warning: the server reports no KV-cache budget <none>".into(),
+    ];
     r.methodology.sustained_decode.name = "Sustained decode".into();
     r.methodology.sustained_decode.present = true;
     r.methodology.sustained_decode.formula =
