@@ -1,7 +1,7 @@
 //! CSV export: one row per cell (decode cells of every layer, then prefill rows), with stable
 //! columns in a fixed order. The columns are [`columns`], documented in `docs/exports.md`; new
 //! columns are only ever appended. Empty field = not measured (`null` in the JSON). Numbers are
-//! written in full precision; times are in seconds (`_s`), rates in tok/s (`_tps`).
+//! written with 12 significant digits; times are in seconds (`_s`), rates in tok/s (`_tps`).
 
 use servebench_results::{format_context, CellResult, PrefillRow, Results};
 
@@ -17,8 +17,32 @@ enum Row<'a> {
 
 type Getter = fn(&Row<'_>) -> String;
 
-fn opt<T: ToString>(v: Option<T>) -> String {
-    v.map(|x| x.to_string()).unwrap_or_default()
+/// A CSV field value.
+trait Field {
+    fn field(&self) -> String;
+}
+
+impl Field for u64 {
+    fn field(&self) -> String {
+        self.to_string()
+    }
+}
+
+impl Field for f64 {
+    /// 12 significant digits, shortest form (`121.442122731`, `0.185205365007`, `5`): more
+    /// than any measurement here resolves, and the same text whichever float parser read the
+    /// results file (serde_json's fast parser can differ in the last binary digit).
+    fn field(&self) -> String {
+        if !self.is_finite() {
+            return String::new();
+        }
+        let rounded: f64 = format!("{self:.11e}").parse().unwrap_or(*self);
+        format!("{rounded}")
+    }
+}
+
+fn opt<T: Field>(v: Option<T>) -> String {
+    v.map(|x| x.field()).unwrap_or_default()
 }
 
 fn cell<'a>(r: &'a Row<'_>) -> Option<&'a CellResult> {
