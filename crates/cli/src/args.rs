@@ -67,8 +67,12 @@ pub enum Command {
     Run(Box<RunArgs>),
     /// Serve the built-in OpenAI-compatible simulator (continuous batching model) until Ctrl-C.
     Sim(Box<SimConfig>),
-    /// Print the text report of a results JSON file (servebench's or llm_decode_bench.py's).
-    Report(FileArgs),
+    /// Turn a results JSON file (servebench's or llm_decode_bench.py's) into a report: text,
+    /// Markdown, CSV or a self-contained HTML page with plots.
+    Report(crate::reports::ReportArgs),
+    /// Compare runs cell by cell: is B faster than A beyond the noise? (95 % intervals,
+    /// --fail-if-slower for CI gates).
+    Compare(crate::reports::CompareArgs),
     /// Check a results JSON file against servebench's JSON Schema.
     Validate(FileArgs),
     /// Measure the client's own CPU and memory cost against a simulator process.
@@ -225,11 +229,11 @@ pub struct RunArgs {
 
     /// Concurrency levels C (streams kept in flight), comma-separated
     /// [default: 1,2,4,8,16,32,64,128; simulator: 1,8,64].
-    #[arg(long)]
+    #[arg(long, allow_hyphen_values = true)]
     pub concurrency: Option<String>,
     /// Context lengths in prompt tokens, comma-separated, `k` = ×1024
     /// [default: 0,16k,32k,64k,128k; simulator: 0,8k].
-    #[arg(long)]
+    #[arg(long, allow_hyphen_values = true)]
     pub contexts: Option<String>,
     /// Measured window per cell, s [default: 30; simulator: 5].
     #[arg(long, allow_negative_numbers = true)]
@@ -246,7 +250,7 @@ pub struct RunArgs {
     /// Hidden C=1 decode warmup at the largest runnable context, s (0 disables it).
     #[arg(long, default_value_t = 3.0, allow_negative_numbers = true)]
     pub decode_warmup_seconds: f64,
-    /// Readiness timeout per cell, s, counted after the scout (0 = auto: 60 s, 120 s at ≥64k, 180 s at ≥128k).
+    /// Readiness timeout per cell, s, counted after the cell's first request (sent alone to fill the prefix cache) (0 = auto: 60 s, 120 s at ≥64k, 180 s at ≥128k).
     #[arg(long, default_value_t = 0.0, allow_negative_numbers = true)]
     pub cell_warmup_timeout_seconds: f64,
     /// How long readiness (every stream producing) must hold before the window opens, s.
@@ -259,7 +263,12 @@ pub struct RunArgs {
     #[arg(long, default_value_t = 0)]
     pub kv_budget: u64,
     /// Context-parallel (DCP/CP) size to multiply a per-rank KV budget reported by the server (0 = detect).
-    #[arg(long, env = "SERVEBENCH_DCP_SIZE", default_value_t = 0)]
+    #[arg(
+        long,
+        env = "SERVEBENCH_DCP_SIZE",
+        hide_env_values = true,
+        default_value_t = 0
+    )]
     pub dcp_size: u64,
     /// Print raw tok/s of capacity-limited cells instead of ∅.
     #[arg(long)]
@@ -276,13 +285,14 @@ pub struct RunArgs {
     /// Always calibrate afresh and do not write the calibration cache.
     #[arg(long)]
     pub no_calibration_cache: bool,
-    /// Do not record prefill rows (the scouts still run).
+    /// Do not record prefill rows (each cell's first request, sent alone to fill the prefix cache, still runs).
     #[arg(long)]
     pub skip_prefill: bool,
-    /// Prefill contexts, `k` = ×1024: extra scout-only contexts (default mode) or the profile contexts
-    /// (--standalone-prefill); contexts that do not fit the model are reported as skipped
+    /// Prefill contexts, `k` = ×1024: extra contexts measured by one cold request each, with no
+    /// decode cell (default mode), or the profile contexts (--standalone-prefill); contexts that
+    /// do not fit the model are reported as skipped
     /// [default: 8k,64k,128k; simulator: 16k].
-    #[arg(long)]
+    #[arg(long, allow_hyphen_values = true)]
     pub prefill_contexts: Option<String>,
     /// Repeated cold prefill samples per context before decode (median reported).
     #[arg(long)]
@@ -324,9 +334,23 @@ pub struct RunArgs {
     /// Where GPU samples come from: NVML (loaded at run time), else nvidia-smi.
     #[arg(long, value_enum, default_value_t = HwSourceArg::Auto)]
     pub hw_monitor_source: HwSourceArg,
-    /// Results JSON path.
+    /// Results JSON path. A file already there is kept: renamed to NAME.1.json (or the next free
+    /// number) before the new results are written.
     #[arg(long, short, default_value = "benchmark_results.json")]
     pub output: PathBuf,
+    /// Also write the results as CSV (one row per cell; columns in docs/exports.md).
+    #[arg(long, value_name = "FILE")]
+    pub export_csv: Option<PathBuf>,
+    /// Also write the report as Markdown tables.
+    #[arg(long, value_name = "FILE")]
+    pub export_md: Option<PathBuf>,
+    /// Also write a self-contained HTML report with plots (readable offline).
+    #[arg(long, value_name = "FILE")]
+    pub export_html: Option<PathBuf>,
+    /// Percentiles of TTFT and ITL shown in the report tables, comma-separated (0-100), e.g.
+    /// 50,90,99.
+    #[arg(long, default_value = "50")]
+    pub percentiles: String,
     /// Only the final report (no progress lines on stderr).
     #[arg(long, short)]
     pub quiet: bool,

@@ -8,6 +8,7 @@ mod args;
 mod live;
 mod publish;
 mod registry_cmd;
+mod reports;
 mod selftest;
 mod task;
 
@@ -92,7 +93,8 @@ fn main() -> ExitCode {
         match cli.command {
             Command::Run(a) => cmd_run(*a).await,
             Command::Sim(a) => cmd_sim(*a).await,
-            Command::Report(a) => cmd_report(a),
+            Command::Report(a) => reports::cmd_report(a),
+            Command::Compare(a) => reports::cmd_compare(a),
             Command::Validate(a) => cmd_validate(a),
             Command::Selftest(a) => selftest::run(a).await.map(|()| ExitCode::SUCCESS),
             Command::Task(a) => task::cmd_task(*a).await,
@@ -127,6 +129,15 @@ pub(crate) fn one_line_error(e: &anyhow::Error) -> String {
 async fn cmd_run(a: RunArgs) -> anyhow::Result<ExitCode> {
     args::check_output_path(&a.output, "-o")?;
     let host = a.host_options()?;
+    let percentiles = reports::percentiles(&a.percentiles)?;
+    let exports = reports::run_exports(
+        a.export_csv.as_ref(),
+        a.export_md.as_ref(),
+        a.export_html.as_ref(),
+    );
+    for (_, p, flag) in &exports {
+        args::check_output_path(p, flag)?;
+    }
     // Keep the embedded simulator alive for the whole run.
     let (cfg, sim) = a.to_config()?;
     let quiet = a.quiet;
@@ -162,21 +173,30 @@ async fn cmd_run(a: RunArgs) -> anyhow::Result<ExitCode> {
     })?;
 
     // When the file cannot be written, still print the report so the measurements are not lost.
+    // A previous results file is never overwritten: it is renamed to NAME.1.json first.
+    reports::keep_previous(&output);
     let written = servebench_report::write_json(&results, &output)
         .with_context(|| format!("cannot write {}", output.display()));
-    let text = servebench_report::render_text(
-        &results,
-        &servebench_report::ReportOptions {
-            show_capacity_limited_values: results.metadata.show_capacity_limited_values,
-            json_path: written.is_ok().then(|| output.display().to_string()),
-        },
-    );
+    let mut opts = servebench_report::ReportOptions {
+        show_capacity_limited_values: results.metadata.show_capacity_limited_values,
+        json_path: None,
+        percentiles,
+    };
+    let export_errors = reports::write_run_exports(&results, &exports, &opts);
+    opts.json_path = written.is_ok().then(|| output.display().to_string());
+    let text = servebench_report::render_text(&results, &opts);
     let mut stdout = std::io::stdout().lock();
     let _ = writeln!(stdout);
     let _ = stdout.write_all(text.as_bytes());
     let _ = stdout.flush();
     drop(stdout);
     written?;
+    if !export_errors.is_empty() {
+        anyhow::bail!(
+            "the results JSON was written, but not every export: {}",
+            export_errors.join("; ")
+        );
+    }
     Ok(exit_code(&results))
 }
 
@@ -221,14 +241,16 @@ async fn cmd_sim(a: servebench_sim::SimConfig) -> anyhow::Result<ExitCode> {
 }
 
 /// A results file of either kind.
-enum AnyResults {
+pub(crate) enum AnyResults {
     /// `servebench run` (or `llm_decode_bench.py`) results.
     Matrix(Box<Results>),
     /// `servebench task` (or the old tool's completion-stats) results.
     Task(Box<servebench_core::task::TaskResults>),
 }
 
-fn read_results(path: &std::path::Path) -> anyhow::Result<(serde_json::Value, AnyResults)> {
+pub(crate) fn read_results(
+    path: &std::path::Path,
+) -> anyhow::Result<(serde_json::Value, AnyResults)> {
     let text =
         std::fs::read_to_string(path).with_context(|| format!("cannot read {}", path.display()))?;
     let value = match serde_json::from_str::<serde_json::Value>(&text) {
@@ -251,35 +273,6 @@ fn read_results(path: &std::path::Path) -> anyhow::Result<(serde_json::Value, An
     Ok((value, AnyResults::Matrix(Box::new(results))))
 }
 
-fn cmd_report(a: args::FileArgs) -> anyhow::Result<ExitCode> {
-    let (value, kind) = read_results(&a.file)?;
-    // Every struct deserialises with defaults, so any JSON object would "parse": a results file
-    // has at least a `metadata` object and a `results` array (task files: `metadata` + `runs`).
-    let has = |k: &str, arr: bool| {
-        value
-            .get(k)
-            .is_some_and(|v| if arr { v.is_array() } else { v.is_object() })
-    };
-    let body = match kind {
-        AnyResults::Matrix(_) => "results",
-        AnyResults::Task(_) => "runs",
-    };
-    if !(has("metadata", false) && has(body, true)) {
-        anyhow::bail!(
-            "{} is not a servebench (or llm_decode_bench) results file: it has no `metadata` object and `{body}` list",
-            a.file.display()
-        );
-    }
-    let text = match kind {
-        AnyResults::Matrix(r) => {
-            servebench_report::render_text(&r, &servebench_report::ReportOptions::default())
-        }
-        AnyResults::Task(r) => task::render_report(&r, None),
-    };
-    print!("{text}");
-    Ok(ExitCode::SUCCESS)
-}
-
 fn cmd_validate(a: args::FileArgs) -> anyhow::Result<ExitCode> {
     let (value, kind) = read_results(&a.file)?;
     let (schema_text, version, what) = match kind {
@@ -299,7 +292,14 @@ fn cmd_validate(a: args::FileArgs) -> anyhow::Result<ExitCode> {
         .map_err(|e| anyhow::anyhow!("schema does not compile: {e}"))?;
     let errors: Vec<String> = validator
         .iter_errors(&value)
-        .map(|e| format!("{} at {}", e, e.instance_path()))
+        .map(|e| {
+            let at = e.instance_path().to_string();
+            if at.is_empty() {
+                format!("{e} (at the top level of the file)")
+            } else {
+                format!("{e} (at {at})")
+            }
+        })
         .collect();
     if errors.is_empty() {
         println!("{}: valid ({what} schema {version})", a.file.display());

@@ -111,7 +111,8 @@ pub struct TaskArgs {
     #[arg(long)]
     pub save_text: bool,
 
-    /// Task results JSON path.
+    /// Task results JSON path. A file already there is kept: renamed to NAME.1.json (or the next
+    /// free number) first.
     #[arg(long, short, default_value = "task_results.json")]
     pub output: PathBuf,
     /// Only the final report (no progress lines on stderr).
@@ -271,6 +272,8 @@ pub async fn cmd_task(a: TaskArgs) -> anyhow::Result<ExitCode> {
         e => anyhow::anyhow!(e),
     })?;
 
+    // Like `run`: a previous results file is kept as NAME.1.json, never overwritten.
+    crate::reports::keep_previous(&a.output);
     let written = write_json(&results, &a.output)
         .with_context(|| format!("cannot write {}", a.output.display()));
     let text = render_report(

@@ -182,7 +182,9 @@ pub async fn run_burst_cell(
         }
         if let Some(err) = &out.record.error {
             result.status = CellStatus::Error;
-            result.status_reason = format!("scout request failed: {err}");
+            result.status_reason = format!(
+                "the cell's first request (sent alone before the C streams, to fill the prefix cache) failed: {err}"
+            );
             events.log(format!("cell error {label}: {}", result.status_reason));
             return BurstOutcome {
                 result,

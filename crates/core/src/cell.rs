@@ -171,7 +171,9 @@ pub async fn run_sustained_cell(
         }
         if let Some(err) = &out.record.error {
             result.status = CellStatus::Error;
-            result.status_reason = format!("scout request failed: {err}");
+            result.status_reason = format!(
+                "the cell's first request (sent alone before the C streams, to fill the prefix cache) failed: {err}"
+            );
             result.num_errors = 1;
             result.wall_time = Some(t_cell.elapsed().as_secs_f64());
             events.log(format!("cell error {label}: {}", result.status_reason));

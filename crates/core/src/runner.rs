@@ -3,8 +3,8 @@
 //!
 //! Order (seed spec §3.7): probe the server (engine, limits, metrics, KV budget) → size one
 //! prompt per context → standalone prefill profile (`--standalone-prefill`; `--prefill-only`
-//! stops here) or a decode JIT probe, the prefill warmup and the scout-only prefill contexts →
-//! hidden C=1 decode warmup at the largest runnable context → the matrix in seed order (each cell
+//! stops here) or an unmeasured decode warm-up request (the server compiles its decode path),
+//! the prefill warmup and the scout-only prefill contexts → hidden C=1 decode warmup at the largest runnable context → the matrix in seed order (each cell
 //! skipped up front with its reason, or run as a sustained cell — or as a request-count cell with
 //! `--request-count`) → the Burst / E2E layer (`--run-burst`). Ctrl-C (the `cancel` token) ends
 //! the running cell and marks every remaining cell `skipped_user`; finished cells are kept.
@@ -495,12 +495,12 @@ pub async fn run_with_host(
         ));
     } else {
         events.log(format!(
-            "startup prefill tests: integrated decode scouts{}",
+            "startup prefill tests: one cold request before the first decode cell of each context{}",
             if scout_only.is_empty() {
                 String::new()
             } else {
                 format!(
-                    " + scout-only {}",
+                    ", plus cold requests alone at {}",
                     scout_only
                         .iter()
                         .map(|&x| format_context(x))
@@ -522,7 +522,7 @@ pub async fn run_with_host(
         r = size_prompts(&client, &cfg, &info, &run_id, &sizing, &events) => r,
         _ = cancel.cancelled() => (Targeting::Estimate { chars_per_token: 4.0, overhead_tokens: 0.0, source: "none" }, BTreeMap::new()),
     };
-    events.log("startup startup preparation done");
+    events.log("startup: preparation done (prompts sized)");
     let rc = Ctx {
         cfg: &cfg,
         client,
@@ -629,7 +629,11 @@ pub async fn run_with_host(
             record_prefill(x, cold, Some(warm));
         }
     } else if !cfg.prefill.only && !cancel.is_cancelled() {
-        rc.unrecorded("decode JIT probe", jit_body()).await;
+        rc.unrecorded(
+            "decode warm-up request (unmeasured; lets the server compile its decode path first)",
+            jit_body(),
+        )
+        .await;
         let first_prefill = integrated.iter().chain(scout_only.iter()).copied().min();
         if let Some(smallest) = first_prefill {
             let wctx = smallest.min(8192);

@@ -4,12 +4,24 @@
 //! measures. The text report is the screenshot block users post: a matrix of aggregate decode
 //! tok/s (rows = context, columns = concurrency C) with compact TTFT / ITL p50, capacity-limited
 //! and skipped cells marked, the prefill rows, and every non-ok cell's reason.
+//!
+//! Other formats ([`export`]): CSV ([`csv_export`]), Markdown ([`markdown`]), a self-contained
+//! HTML report with inline SVG plots ([`html`]), and the comparison of several runs
+//! ([`compare`]).
+
+pub mod cells;
+pub mod compare;
+pub mod csv_export;
+pub mod export;
+pub mod hardware;
+pub mod html;
+pub mod markdown;
+mod plot;
 
 use std::fmt::Write as _;
 use std::path::Path;
 
-pub mod hardware;
-
+use cells::{by_context, pct_label, percentile, Metric};
 use servebench_results::{format_context, CellResult, CellStatus, Results};
 
 /// Options of the text report.
@@ -20,6 +32,20 @@ pub struct ReportOptions {
     pub show_capacity_limited_values: bool,
     /// Path of the JSON results, printed at the end.
     pub json_path: Option<String>,
+    /// Percentiles (0–100) of TTFT and ITL shown under each matrix value (`--percentiles`);
+    /// empty = p50 only.
+    pub percentiles: Vec<f64>,
+}
+
+impl ReportOptions {
+    /// The percentiles to show (p50 when none were chosen).
+    pub fn percentiles(&self) -> Vec<f64> {
+        if self.percentiles.is_empty() {
+            vec![50.0]
+        } else {
+            self.percentiles.clone()
+        }
+    }
 }
 
 /// Milliseconds, compact: `0.42`, `8.04`, `185`, `1.9k` (≥ 1000 ms with one decimal).
@@ -73,14 +99,15 @@ pub fn cell_text(r: &CellResult, show_capacity_limited: bool) -> String {
     }
 }
 
-fn detail_text(r: &CellResult) -> String {
+/// `TTFT/ITL` at percentile `p`, ms (empty for cells that were not measured).
+fn detail_text(r: &CellResult, p: f64) -> String {
     if r.status != CellStatus::Ok {
         return String::new();
     }
     format!(
         "{}/{}",
-        fmt_ms(r.ttft_p50),
-        fmt_ms(r.inter_token_latency_p50)
+        fmt_ms(percentile(r, Metric::Ttft, p)),
+        fmt_ms(percentile(r, Metric::Itl, p))
     )
 }
 
@@ -102,12 +129,18 @@ fn pad_right(s: &str, w: usize) -> String {
     }
 }
 
-/// Renders a matrix (rows = contexts, columns = C) from `cells` with a value and a detail line.
+/// Text of one cell.
+type CellFn = Box<dyn Fn(&CellResult) -> String>;
+
+/// A detail line of a matrix: its label (shown in the context column) and its text per cell.
+type Detail<'a> = (String, &'a dyn Fn(&CellResult) -> String);
+
+/// Renders a matrix (rows = contexts, columns = C) from `cells` with a value and detail lines.
 fn matrix(
     out: &mut String,
     cells: &[CellResult],
     value: &dyn Fn(&CellResult) -> String,
-    detail: Option<&dyn Fn(&CellResult) -> String>,
+    details: &[Detail<'_>],
 ) {
     let mut cs: Vec<u64> = cells.iter().map(|c| c.concurrency).collect();
     cs.sort_unstable();
@@ -127,7 +160,7 @@ fn matrix(
     let mut width = 8usize;
     for r in cells {
         width = width.max(value(r).chars().count() + 2);
-        if let Some(d) = detail {
+        for (_, d) in details {
             width = width.max(d(r).chars().count() + 2);
         }
     }
@@ -143,13 +176,13 @@ fn matrix(
             let _ = write!(out, "{}", pad(&v, width));
         }
         out.push('\n');
-        if let Some(d) = detail {
+        for (label, d) in details {
             let line: Vec<String> = cs
                 .iter()
                 .map(|&c| find(x, c).map(d).unwrap_or_default())
                 .collect();
             if line.iter().any(|s| !s.is_empty()) {
-                let _ = write!(out, "  {}", pad_right("", 9));
+                let _ = write!(out, "  {}", pad_right(&format!("  {label}"), 9));
                 for s in line {
                     let _ = write!(out, "{}", pad(&s, width));
                 }
@@ -159,20 +192,45 @@ fn matrix(
     }
 }
 
-/// The final plain-text report.
-pub fn render_text(r: &Results, opts: &ReportOptions) -> String {
+/// The marks a matrix of `cells` uses, with their meaning in plain words (only marks that
+/// appear, so the legend never lists a symbol the reader cannot find).
+pub fn legend(cells: &[CellResult], show_capacity_limited: bool) -> Vec<String> {
+    let has = |f: &dyn Fn(&CellResult) -> bool| cells.iter().any(f);
+    let mut v = Vec::new();
+    if has(&|c| c.status == CellStatus::SkippedCapacity) {
+        v.push(
+            "∅ = not run: C × (context + max_tokens) is over the server's KV-cache budget".into(),
+        );
+    }
+    if has(&|c| c.status == CellStatus::Ok && c.capacity_limited) {
+        if !show_capacity_limited {
+            v.push(
+                "∅ (r/C)* = capacity-limited: only r of C requests ran at once on average, so the value is hidden (--show-capacity-limited-values shows it)"
+                    .into(),
+            );
+        } else {
+            v.push("(r/C)* = capacity-limited: only r of C requests ran at once on average".into());
+        }
+    }
+    if has(&|c| c.status == CellStatus::SkippedContext) {
+        v.push("ctx = not run: context + max_tokens is over the model's maximum length".into());
+    }
+    if has(&|c| c.status == CellStatus::SkippedUser) {
+        v.push("skip = not run: skipped or interrupted by the user".into());
+    }
+    if has(&|c| matches!(c.status, CellStatus::Error | CellStatus::Invalid)) {
+        v.push("ERROR / INVALID = the cell failed; the reason is listed below".into());
+    }
+    v
+}
+
+fn opt_text(v: Option<String>) -> String {
+    v.unwrap_or_else(|| "-".into())
+}
+
+/// The run's header: tool, model, server, engine and the main settings (two lines).
+fn header(out: &mut String, r: &Results) {
     let m = &r.metadata;
-    let mut out = String::new();
-    let engine = match &m.engine_version {
-        Some(v) if v.starts_with(&m.engine) => v.clone(),
-        Some(v) => format!("{} {v}", m.engine),
-        None => m.engine.clone(),
-    };
-    let tool = if m.tool.is_empty() {
-        "llm_decode_bench"
-    } else {
-        m.tool.as_str()
-    };
     let api = if m.endpoint.is_empty() {
         String::new()
     } else {
@@ -180,8 +238,11 @@ pub fn render_text(r: &Results, opts: &ReportOptions) -> String {
     };
     let _ = writeln!(
         out,
-        "{tool} {} — {} @ {} ({engine}{api})",
-        m.version, m.model, m.server
+        "{} — {} @ {} ({}{api})",
+        cells::tool_label(r),
+        m.model,
+        m.server,
+        cells::engine_label(r)
     );
     let mut facts = vec![
         format!("max_tokens {}", m.max_tokens),
@@ -189,7 +250,10 @@ pub fn render_text(r: &Results, opts: &ReportOptions) -> String {
         format!("ignore_eos {}", m.ignore_eos),
     ];
     if !m.prompt_targeting.is_empty() {
-        facts.push(format!("prompts: {}", m.prompt_targeting));
+        facts.push(format!(
+            "prompts {}",
+            cells::prompt_targeting_words(&m.prompt_targeting)
+        ));
     }
     if m.max_total_tokens > 0 {
         facts.push(format!("KV budget {} tokens", m.max_total_tokens));
@@ -198,50 +262,60 @@ pub fn render_text(r: &Results, opts: &ReportOptions) -> String {
         facts.push("INTERRUPTED (partial results)".into());
     }
     let _ = writeln!(out, "{}", facts.join(" · "));
+}
+
+/// The final plain-text report.
+pub fn render_text(r: &Results, opts: &ReportOptions) -> String {
+    let m = &r.metadata;
+    let mut out = String::new();
+    header(&mut out, r);
     out.push('\n');
+    let pcts = opts.percentiles();
+    let pct_names = pcts
+        .iter()
+        .map(|&p| pct_label(p))
+        .collect::<Vec<_>>()
+        .join(", ");
+    let details: Vec<(String, CellFn)> = pcts
+        .iter()
+        .map(|&p| {
+            let f: CellFn = Box::new(move |c| detail_text(c, p));
+            (pct_label(p), f)
+        })
+        .collect();
+    let details: Vec<Detail<'_>> = details
+        .iter()
+        .map(|(l, f)| (l.clone(), f.as_ref()))
+        .collect();
 
     if !r.prefill.is_empty() {
         let _ = writeln!(
             out,
-            "Prefill (client: prompt_tokens / TTFT of a cold max_tokens=1 request)"
+            "Prefill (prompt tokens / TTFT of one cold request with max_tokens=1)"
         );
         let _ = writeln!(
             out,
-            "  {}{}{}{}  method",
+            "  {}{}{}{}  measured by",
             pad_right("context", 9),
             pad("tokens", 9),
             pad("TTFT s", 10),
             pad("tok/s", 11)
         );
-        for (ctx_label, row) in by_context(&r.prefill) {
+        for (ctx_label, _, row) in by_context(&r.prefill) {
             let _ = writeln!(
                 out,
                 "  {}{}{}{}  {}",
                 pad_right(&ctx_label, 9),
-                pad(
-                    &row.prompt_tokens
-                        .map(|t| t.to_string())
-                        .unwrap_or_else(|| "-".into()),
-                    9
-                ),
-                pad(
-                    &row.ttft_seconds
-                        .map(|t| format!("{t:.3}"))
-                        .unwrap_or_else(|| "-".into()),
-                    10
-                ),
-                pad(
-                    &row.tok_per_sec
-                        .map(|t| format!("{t:.0}"))
-                        .unwrap_or_else(|| "-".into()),
-                    11
-                ),
-                row.method
+                pad(&opt_text(row.prompt_tokens.map(|t| t.to_string())), 9),
+                pad(&opt_text(row.ttft_seconds.map(|t| format!("{t:.3}"))), 10),
+                pad(&opt_text(row.tok_per_sec.map(|t| format!("{t:.0}"))), 11),
+                cells::prefill_method_words(&row.method)
             );
         }
         out.push('\n');
     }
 
+    let show = opts.show_capacity_limited_values || m.show_capacity_limited_values;
     if !r.results.is_empty() {
         let layer = if m.decode_mode == "request-count" {
             "request-count: Σ completion tokens / wall time"
@@ -250,15 +324,9 @@ pub fn render_text(r: &Results, opts: &ReportOptions) -> String {
         };
         let _ = writeln!(
             out,
-            "Aggregate decode tok/s ({layer}; second line: TTFT p50 / ITL p50, ms)"
+            "Aggregate decode tok/s ({layer}; lines below each value: TTFT / ITL in ms at {pct_names})"
         );
-        let show = opts.show_capacity_limited_values || m.show_capacity_limited_values;
-        matrix(
-            &mut out,
-            &r.results,
-            &|c| cell_text(c, show),
-            Some(&detail_text),
-        );
+        matrix(&mut out, &r.results, &|c| cell_text(c, show), &details);
         out.push('\n');
         let _ = writeln!(out, "Per-request tok/s (aggregate / C)");
         matrix(
@@ -271,7 +339,7 @@ pub fn render_text(r: &Results, opts: &ReportOptions) -> String {
                     cell_text(c, show)
                 }
             },
-            None,
+            &[],
         );
         out.push('\n');
         let sources: Vec<&str> = {
@@ -286,31 +354,43 @@ pub fn render_text(r: &Results, opts: &ReportOptions) -> String {
             v
         };
         if !sources.is_empty() {
-            let _ = writeln!(out, "Aggregate source(s): {}", sources.join(", "));
+            let words: Vec<String> = sources
+                .iter()
+                .map(|s| format!("{s} ({})", cells::aggregate_source_words(s)))
+                .collect();
+            let _ = writeln!(out, "Tokens counted from: {}", words.join("; "));
         }
-        let _ = writeln!(
-            out,
-            "Legend: ∅ = over KV capacity (or capacity-limited: value hidden), * = capacity-limited (avg running/C), \
-             ctx = context + max_tokens > max_model_len, skip = not run, ERROR/INVALID = see below"
-        );
+        let burst_cells: &[CellResult] = if m.decode_mode == "request-count" {
+            &[]
+        } else {
+            &r.burst_results
+        };
+        let all: Vec<CellResult> = r.results.iter().chain(burst_cells).cloned().collect();
+        let legend = legend(&all, show);
+        if !legend.is_empty() {
+            let _ = writeln!(out, "Legend:");
+            for l in legend {
+                let _ = writeln!(out, "  {l}");
+            }
+        }
     }
 
     if !r.prefill_warm.is_empty() {
         out.push('\n');
         let _ = writeln!(
             out,
-            "Warm-prefix prefill (same prompt again; NOT comparable with cold prefill)"
+            "Warm-prefix prefill (the same prompt sent again; NOT comparable with cold prefill)"
         );
         let _ = writeln!(
             out,
-            "  {}{}{}{}{}  cached from",
+            "  {}{}{}{}{}  cached count from",
             pad_right("context", 9),
             pad("tokens", 9),
             pad("cached", 16),
             pad("TTFT s", 10),
-            pad("comp. tok/s", 13)
+            pad("uncached tok/s", 16)
         );
-        for (ctx_label, row) in by_context(&r.prefill_warm) {
+        for (ctx_label, _, row) in by_context(&r.prefill_warm) {
             let cached = match (row.cached_tokens, row.cache_hit_rate) {
                 (Some(c), Some(h)) => format!("{c} ({:.0}%)", h * 100.0),
                 (Some(c), None) => c.to_string(),
@@ -320,28 +400,17 @@ pub fn render_text(r: &Results, opts: &ReportOptions) -> String {
                 out,
                 "  {}{}{}{}{}  {}",
                 pad_right(&ctx_label, 9),
-                pad(
-                    &row.prompt_tokens
-                        .map(|t| t.to_string())
-                        .unwrap_or_else(|| "-".into()),
-                    9
-                ),
+                pad(&opt_text(row.prompt_tokens.map(|t| t.to_string())), 9),
                 pad(&cached, 16),
-                pad(
-                    &row.ttft_seconds
-                        .map(|t| format!("{t:.3}"))
-                        .unwrap_or_else(|| "-".into()),
-                    10
-                ),
-                pad(
-                    &row.tok_per_sec
-                        .map(|t| format!("{t:.0}"))
-                        .unwrap_or_else(|| "-".into()),
-                    13
-                ),
+                pad(&opt_text(row.ttft_seconds.map(|t| format!("{t:.3}"))), 10),
+                pad(&opt_text(row.tok_per_sec.map(|t| format!("{t:.0}"))), 16),
                 row.cached_tokens_source.as_deref().unwrap_or("-")
             );
         }
+        let _ = writeln!(
+            out,
+            "  uncached tok/s = prompt tokens not served from the prefix cache / TTFT"
+        );
     }
 
     let burst: &[CellResult] = if m.decode_mode == "request-count" {
@@ -355,7 +424,6 @@ pub fn render_text(r: &Results, opts: &ReportOptions) -> String {
             out,
             "Burst / E2E tok/s (completed/target; finite batches — a different question from sustained decode)"
         );
-        let show = opts.show_capacity_limited_values || m.show_capacity_limited_values;
         matrix(
             &mut out,
             burst,
@@ -371,7 +439,7 @@ pub fn render_text(r: &Results, opts: &ReportOptions) -> String {
                     cell_text(c, show)
                 }
             },
-            Some(&detail_text),
+            &details,
         );
     }
 
@@ -380,7 +448,7 @@ pub fn render_text(r: &Results, opts: &ReportOptions) -> String {
     let problems: Vec<&CellResult> = r
         .results
         .iter()
-        .chain(r.burst_results.iter())
+        .chain(burst.iter())
         .filter(|c| c.status != CellStatus::Ok)
         .collect();
     if !problems.is_empty() {
@@ -405,16 +473,22 @@ pub fn render_text(r: &Results, opts: &ReportOptions) -> String {
     let warned: Vec<&CellResult> = r
         .results
         .iter()
+        .chain(burst.iter())
         .filter(|c| !c.warnings.is_empty())
         .collect();
     if !warned.is_empty() {
         out.push('\n');
         let _ = writeln!(out, "Warnings:");
         for c in warned {
+            let layer = if c.benchmark_mode == "burst-e2e" {
+                "[burst] "
+            } else {
+                ""
+            };
             for w in &c.warnings {
                 let _ = writeln!(
                     out,
-                    "  C={} ctx={}: {w}",
+                    "  {layer}C={} ctx={}: {w}",
                     c.concurrency,
                     format_context(c.context_tokens)
                 );
@@ -438,7 +512,15 @@ pub fn to_json(r: &Results) -> Result<Vec<u8>, serde_json::Error> {
 /// Writes `r` to `path` atomically (temporary file in the same directory, then rename), so an
 /// interrupted write never leaves a truncated results file.
 pub fn write_json(r: &Results, path: &Path) -> anyhow::Result<()> {
-    let bytes = to_json(r)?;
+    write_atomic(path, &to_json(r)?)
+}
+
+/// Writes `bytes` to `path` atomically (temporary file in the same directory, then rename);
+/// creates the folder when needed.
+///
+/// # Errors
+/// The folder cannot be created, or the file cannot be written or renamed.
+pub fn write_atomic(path: &Path, bytes: &[u8]) -> anyhow::Result<()> {
     let dir = path
         .parent()
         .filter(|p| !p.as_os_str().is_empty())
@@ -459,15 +541,34 @@ pub fn write_json(r: &Results, path: &Path) -> anyhow::Result<()> {
     Ok(())
 }
 
-/// Rows keyed by context tokens (`"8192"`) with their labels (`8k`), in ascending numeric
-/// order (keys that are not numbers last, shown as they are); the JSON keeps the run's order.
-fn by_context<V>(m: &indexmap::IndexMap<String, V>) -> Vec<(String, &V)> {
-    let mut v: Vec<(Option<u64>, &String, &V)> =
-        m.iter().map(|(k, row)| (k.parse().ok(), k, row)).collect();
-    v.sort_by_key(|(n, _, _)| n.unwrap_or(u64::MAX));
-    v.into_iter()
-        .map(|(n, k, row)| (n.map_or_else(|| k.clone(), format_context), row))
-        .collect()
+/// Keeps a previous file at `path` instead of overwriting it: renames it to the first free
+/// `NAME.1.EXT`, `NAME.2.EXT`, … beside it (`results.json` → `results.1.json`). Returns the new
+/// name of the previous file, or `None` when there was none. `servebench run` calls this for its
+/// results file and every export, so a second run with the same `-o` never loses the first.
+///
+/// # Errors
+/// The rename failed (the previous file is then left where it was).
+pub fn rotate_existing(path: &Path) -> std::io::Result<Option<std::path::PathBuf>> {
+    if !path.exists() {
+        return Ok(None);
+    }
+    let stem = path
+        .file_stem()
+        .map(|s| s.to_string_lossy().into_owned())
+        .unwrap_or_else(|| "results".into());
+    let ext = path
+        .extension()
+        .map(|e| format!(".{}", e.to_string_lossy()))
+        .unwrap_or_default();
+    let mut n = 1u64;
+    loop {
+        let candidate = path.with_file_name(format!("{stem}.{n}{ext}"));
+        if !candidate.exists() {
+            std::fs::rename(path, &candidate)?;
+            return Ok(Some(candidate));
+        }
+        n += 1;
+    }
 }
 
 #[cfg(test)]

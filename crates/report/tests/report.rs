@@ -70,7 +70,8 @@ fn every_cell_status() {
         &r,
         &ReportOptions {
             show_capacity_limited_values: false,
-            json_path: Some("out.json".into())
+            json_path: Some("out.json".into()),
+            percentiles: vec![],
         }
     ));
     insta::assert_snapshot!(
@@ -79,7 +80,8 @@ fn every_cell_status() {
             &r,
             &ReportOptions {
                 show_capacity_limited_values: true,
-                json_path: None
+                json_path: None,
+                percentiles: vec![],
             }
         )
     );

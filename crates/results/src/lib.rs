@@ -511,7 +511,9 @@ pub struct PrefillRow {
     pub prompt_tokens: Option<u64>,
     /// Samples behind the row.
     pub samples: u64,
-    /// `integrated_scout`, `scout_only`, `client`, `prometheus`, `warm_prefix`.
+    /// How the row was measured: `integrated_scout` (the cold request before the first decode
+    /// cell of the context), `scout_only` (such a request at a context with no decode cell),
+    /// `client` (standalone cold requests), `prometheus` (server counters), `warm_prefix`.
     pub method: String,
     /// Server-side validation (Prometheus counters), when available.
     pub server_validation: JsonObject,

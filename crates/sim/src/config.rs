@@ -52,59 +52,57 @@ pub const MAX_SPEC_TOKENS: u32 = 64;
 
 /// Configuration of the built-in simulator.
 ///
-/// Every field is a long flag (`--max-batch 64`, `--no-role-chunk`, ...) with the default shown in
-/// its documentation; [`SimConfig::default`] returns exactly those defaults. Times are in
+/// Every field is a long flag (`--max-batch 64`, `--no-role-chunk`, ...) with its default in
+/// its `#[arg]` attribute (`--help` prints it once, as `[default: …]`);
+/// [`SimConfig::default`] returns exactly those defaults. Times are in
 /// milliseconds (`*_ms`), rates in tokens per second (`*_tps`), lengths in tokens.
 #[derive(clap::Args, Clone, Debug, PartialEq, Serialize)]
 pub struct SimConfig {
-    /// Address to bind the HTTP listener to (IP address or host name). Default `127.0.0.1`.
+    /// Address to bind the HTTP listener to (IP address or host name).
     #[arg(long, default_value = "127.0.0.1")]
     pub host: String,
 
-    /// TCP port to listen on; `0` picks a free ephemeral port. Default `8000`.
+    /// TCP port to listen on; `0` picks a free ephemeral port.
     #[arg(long, default_value_t = 8000)]
     pub port: u16,
 
-    /// Model name served by `/v1/models` and required (when given) in requests. Default
-    /// `servebench-sim`.
+    /// Model name served by `/v1/models` and required (when given) in requests.
     #[arg(long, default_value = "servebench-sim")]
     pub model: String,
 
     /// Maximum context length in tokens: prompt tokens + max_tokens must not exceed it.
-    /// Default `32768`.
     #[arg(long, default_value_t = 32768)]
     pub max_model_len: u64,
 
     /// Prefill speed in prompt tokens per second (only uncached prompt tokens are prefilled).
-    /// Default `20000`.
     #[arg(long, default_value_t = 20000.0)]
     pub prefill_tps: f64,
 
-    /// Fixed cost of one decode step in milliseconds. Default `10.0`.
+    /// Fixed cost of one decode step in milliseconds.
     #[arg(long, default_value_t = 10.0)]
     pub decode_base_ms: f64,
 
-    /// Extra decode-step cost in milliseconds per sequence in the batch. Default `0.05`.
+    /// Extra decode-step cost in milliseconds per sequence in the batch.
     #[arg(long, default_value_t = 0.05)]
     pub decode_per_seq_ms: f64,
 
     /// Extra decode-step cost in milliseconds per 1000 context tokens summed over the running
-    /// batch (prompt + generated tokens). Default `0.002`.
+    /// batch (prompt + generated tokens).
     #[arg(long, default_value_t = 0.002)]
     pub decode_per_kctx_ms: f64,
 
     /// Maximum number of requests decoded together (continuous-batching slots); the rest wait
-    /// in a FIFO queue. Default `256`.
+    /// in a FIFO queue.
     #[arg(long, default_value_t = 256)]
     pub max_batch: usize,
 
     /// Tokens produced per request per decode step, all carried by one SSE event (emulates
-    /// speculative decoding). Default `1`.
+    /// speculative decoding).
     #[arg(long, default_value_t = 1)]
     pub tokens_per_chunk: u32,
 
     /// The first N generated tokens of each chat request are streamed as
-    /// `delta.reasoning_content` instead of `delta.content`. Default `0`.
+    /// `delta.reasoning_content` instead of `delta.content`.
     #[arg(long, default_value_t = 0)]
     pub reasoning_tokens: u64,
 
@@ -166,7 +164,7 @@ pub struct SimConfig {
 
     /// Fraction (0..=1) of requests whose final answer line is correct. Deterministic per
     /// request number `n`: request `n` is correct when `⌈n·P⌉ > ⌈(n−1)·P⌉`, so any run of
-    /// consecutive requests holds the fraction to within one request. Default `1.0`.
+    /// consecutive requests holds the fraction to within one request.
     #[arg(long, default_value_t = 1.0)]
     pub answer_accuracy: f64,
 
@@ -189,12 +187,11 @@ pub struct SimConfig {
     pub fault_http_status: Option<u16>,
 
     /// Period N of `--fault-http-status` (every Nth completion request fails); `0` = off.
-    /// Default `0`.
     #[arg(long, default_value_t = 0)]
     pub fault_every: u32,
 
     /// Every Nth streaming request sends an error event right after its first token and then
-    /// ends the stream; `0` = off. Default `0`.
+    /// ends the stream; `0` = off.
     #[arg(long, default_value_t = 0)]
     pub fault_midstream_every: u32,
 
@@ -207,7 +204,7 @@ pub struct SimConfig {
 
     /// Engine to impersonate: `neutral` (servebench-sim itself), `vllm`, `sglang` or
     /// `llamacpp`. Changes the info endpoints, adds a `/metrics` page with that engine's real
-    /// metric names, and (llamacpp) the chunk shapes. Default `neutral`.
+    /// metric names, and (llamacpp) the chunk shapes.
     #[arg(long, value_enum, default_value_t = Personality::Neutral)]
     pub personality: Personality,
 
@@ -221,26 +218,25 @@ pub struct SimConfig {
     #[arg(long)]
     pub kv_blocks: Option<u64>,
 
-    /// KV-cache block size in tokens (vLLM `--block-size`). Default `16`.
+    /// KV-cache block size in tokens (vLLM `--block-size`).
     #[arg(long, default_value_t = DEFAULT_BLOCK_SIZE)]
     pub block_size: u64,
 
     /// Speculative decoding: draft tokens K proposed per request per decode step; `0` = off.
     /// Each step accepts a prefix of the drafts (stopping at the first rejection) plus one bonus
     /// token, all sent in ONE SSE event. Not combinable with `--tokens-per-chunk` > 1.
-    /// Default `0`.
     #[arg(long, default_value_t = 0)]
     pub spec_tokens: u32,
 
     /// Speculative decoding: probability (0..=1) that a draft token is accepted, given that the
     /// drafts before it in the same step were. The expected accepted/draft ratio is then
-    /// (P + P² + … + P^K) / K. Default `0.7`.
+    /// (P + P² + … + P^K) / K.
     #[arg(long, default_value_t = 0.7)]
     pub spec_accept_rate: f64,
 
     /// Seed of the deterministic pseudo-random draws (speculative acceptance). The draw for a
     /// draft position depends only on (seed, request number, tokens generated so far,
-    /// position), so a rerun with the same requests accepts the same drafts. Default `0`.
+    /// position), so a rerun with the same requests accepts the same drafts.
     #[arg(long, default_value_t = 0)]
     pub seed: u64,
 

@@ -1,0 +1,339 @@
+//! CSV export: one row per cell (decode cells of every layer, then prefill rows), with stable
+//! columns in a fixed order. The columns are [`columns`], documented in `docs/exports.md`; new
+//! columns are only ever appended. Empty field = not measured (`null` in the JSON). Numbers are
+//! written with 12 significant digits; times are in seconds (`_s`), rates in tok/s (`_tps`).
+
+use servebench_results::{format_context, CellResult, PrefillRow, Results};
+
+use crate::cells::{by_context, layers};
+use crate::export::Exporter;
+use crate::ReportOptions;
+
+/// A CSV row: a decode cell or a prefill row.
+enum Row<'a> {
+    Cell(&'static str, &'a CellResult),
+    Prefill(&'static str, u64, &'a PrefillRow),
+}
+
+type Getter = fn(&Row<'_>) -> String;
+
+/// A CSV field value.
+trait Field {
+    fn field(&self) -> String;
+}
+
+impl Field for u64 {
+    fn field(&self) -> String {
+        self.to_string()
+    }
+}
+
+impl Field for f64 {
+    /// 12 significant digits, shortest form (`121.442122731`, `0.185205365007`, `5`): more
+    /// than any measurement here resolves, and the same text whichever float parser read the
+    /// results file (serde_json's fast parser can differ in the last binary digit).
+    fn field(&self) -> String {
+        if !self.is_finite() {
+            return String::new();
+        }
+        let rounded: f64 = format!("{self:.11e}").parse().unwrap_or(*self);
+        format!("{rounded}")
+    }
+}
+
+fn opt<T: Field>(v: Option<T>) -> String {
+    v.map(|x| x.field()).unwrap_or_default()
+}
+
+fn cell<'a>(r: &'a Row<'_>) -> Option<&'a CellResult> {
+    match r {
+        Row::Cell(_, c) => Some(c),
+        Row::Prefill(..) => None,
+    }
+}
+
+fn pre<'a>(r: &'a Row<'_>) -> Option<&'a PrefillRow> {
+    match r {
+        Row::Prefill(_, _, p) => Some(p),
+        Row::Cell(..) => None,
+    }
+}
+
+macro_rules! cellf {
+    ($f:ident) => {
+        |r: &Row<'_>| cell(r).map(|c| opt(c.$f)).unwrap_or_default()
+    };
+}
+
+/// The CSV columns, in order: (name, meaning, value). Stable: columns are only appended.
+const COLUMNS: &[(&str, &str, Getter)] = &[
+    (
+        "layer",
+        "sustained, request_count, burst, prefill or prefill_warm",
+        |r| match r {
+            Row::Cell(l, _) | Row::Prefill(l, _, _) => l.to_string(),
+        },
+    ),
+    (
+        "context_tokens",
+        "context of the cell, prompt tokens",
+        |r| match r {
+            Row::Cell(_, c) => c.context_tokens.to_string(),
+            Row::Prefill(_, x, _) => x.to_string(),
+        },
+    ),
+    (
+        "context",
+        "the same as a label (16k = 16384)",
+        |r| match r {
+            Row::Cell(_, c) => format_context(c.context_tokens),
+            Row::Prefill(_, x, _) => format_context(*x),
+        },
+    ),
+    (
+        "concurrency",
+        "C, streams in flight (1 for prefill rows)",
+        |r| match r {
+            Row::Cell(_, c) => c.concurrency.to_string(),
+            Row::Prefill(..) => "1".into(),
+        },
+    ),
+    (
+        "status",
+        "ok, skipped_capacity, skipped_context, skipped_user, error, invalid",
+        |r| match r {
+            Row::Cell(_, c) => c.status.as_str().to_string(),
+            Row::Prefill(_, _, p) => p.status.map(|s| s.as_str()).unwrap_or("ok").to_string(),
+        },
+    ),
+    (
+        "status_reason",
+        "why the cell is not ok (empty when ok)",
+        |r| match r {
+            Row::Cell(_, c) => c.status_reason.clone(),
+            Row::Prefill(_, _, p) => p.status_reason.clone().unwrap_or_default(),
+        },
+    ),
+    (
+        "aggregate_tps",
+        "decode: output tokens in the window / window length, tok/s",
+        cellf!(aggregate_tps),
+    ),
+    (
+        "per_request_avg_tps",
+        "aggregate_tps / C, tok/s",
+        cellf!(per_request_avg_tps),
+    ),
+    ("aggregate_source", "where the token count came from", |r| {
+        cell(r)
+            .map(|c| c.aggregate_source.clone())
+            .unwrap_or_default()
+    }),
+    (
+        "measurement_seconds",
+        "window length, s",
+        cellf!(measurement_seconds),
+    ),
+    (
+        "client_output_tokens",
+        "tokens credited to the window by the client",
+        cellf!(client_output_tokens),
+    ),
+    (
+        "server_output_tokens",
+        "tokens the server counted over the window",
+        cellf!(server_output_tokens),
+    ),
+    ("request_count", "requests in the statistics", |r| {
+        cell(r)
+            .map(|c| c.request_count.to_string())
+            .unwrap_or_default()
+    }),
+    ("completed_request_count", "of those, completed", |r| {
+        cell(r)
+            .map(|c| c.completed_request_count.to_string())
+            .unwrap_or_default()
+    }),
+    ("num_errors", "requests that failed", |r| {
+        cell(r)
+            .map(|c| c.num_errors.to_string())
+            .unwrap_or_default()
+    }),
+    ("ttft_avg_s", "TTFT mean, s", cellf!(ttft_avg)),
+    ("ttft_p50_s", "TTFT p50, s", cellf!(ttft_p50)),
+    ("ttft_p90_s", "TTFT p90, s", cellf!(ttft_p90)),
+    ("ttft_p99_s", "TTFT p99, s", cellf!(ttft_p99)),
+    (
+        "itl_avg_s",
+        "per-token ITL mean, s",
+        cellf!(inter_token_latency_avg),
+    ),
+    (
+        "itl_p50_s",
+        "per-token ITL p50, s",
+        cellf!(inter_token_latency_p50),
+    ),
+    (
+        "itl_p90_s",
+        "per-token ITL p90, s",
+        cellf!(inter_token_latency_p90),
+    ),
+    (
+        "itl_p99_s",
+        "per-token ITL p99, s",
+        cellf!(inter_token_latency_p99),
+    ),
+    (
+        "chunk_itl_p50_s",
+        "chunk ITL p50 (time between token events), s",
+        cellf!(chunk_inter_token_latency_p50),
+    ),
+    (
+        "ttst_p50_s",
+        "time to second token p50, s",
+        cellf!(time_to_second_token_p50),
+    ),
+    (
+        "request_latency_p50_s",
+        "request latency p50 (completed requests), s",
+        cellf!(request_latency_p50),
+    ),
+    (
+        "request_latency_p99_s",
+        "request latency p99, s",
+        cellf!(request_latency_p99),
+    ),
+    (
+        "output_tps_per_user_p50",
+        "per-user decode speed (1 / ITL) p50, tok/s",
+        cellf!(output_tps_per_user_p50),
+    ),
+    (
+        "e2e_output_tps_per_user_p50",
+        "output tokens / request latency p50, tok/s",
+        cellf!(e2e_output_tps_per_user_p50),
+    ),
+    (
+        "output_seq_len_avg",
+        "output tokens per request, mean",
+        cellf!(output_seq_len_avg),
+    ),
+    (
+        "prompt_tokens",
+        "measured prompt tokens of the context's prompt",
+        |r| match r {
+            Row::Cell(_, c) => opt(c.prompt_tokens),
+            Row::Prefill(_, _, p) => opt(p.prompt_tokens),
+        },
+    ),
+    (
+        "capacity_limited",
+        "true when the server could not run all C requests",
+        |r| {
+            cell(r)
+                .map(|c| c.capacity_limited.to_string())
+                .unwrap_or_default()
+        },
+    ),
+    (
+        "effective_concurrency",
+        "mean requests running on the server",
+        cellf!(effective_concurrency),
+    ),
+    (
+        "avg_queue_reqs",
+        "mean requests queued on the server",
+        cellf!(avg_queue_reqs),
+    ),
+    (
+        "server_gen_throughput",
+        "server's generated tok/s over the window",
+        cellf!(server_gen_throughput),
+    ),
+    (
+        "server_kv_usage_max",
+        "largest KV-cache use, 0-1",
+        cellf!(server_kv_usage_max),
+    ),
+    (
+        "server_spec_accept_rate",
+        "speculative acceptance rate, 0-1",
+        cellf!(server_spec_accept_rate),
+    ),
+    (
+        "server_spec_accept_length",
+        "speculative acceptance length, tokens per step",
+        cellf!(server_spec_accept_length),
+    ),
+    (
+        "client_cpu_util",
+        "client CPU time / window (1 = one core)",
+        cellf!(client_cpu_util),
+    ),
+    (
+        "client_max_tick_lag_ms",
+        "worst lateness of the client's 10 ms monitor tick, ms",
+        cellf!(client_max_tick_lag_ms),
+    ),
+    (
+        "prefill_tps",
+        "prefill rows: headline prefill speed, tok/s",
+        |r| pre(r).map(|p| opt(p.tok_per_sec)).unwrap_or_default(),
+    ),
+    ("prefill_ttft_s", "prefill rows: TTFT, s", |r| {
+        pre(r).map(|p| opt(p.ttft_seconds)).unwrap_or_default()
+    }),
+    (
+        "prefill_method",
+        "prefill rows: how the row was measured",
+        |r| pre(r).map(|p| p.method.clone()).unwrap_or_default(),
+    ),
+    (
+        "cached_tokens",
+        "prefill_warm rows: prompt tokens served from the prefix cache",
+        |r| pre(r).map(|p| opt(p.cached_tokens)).unwrap_or_default(),
+    ),
+    (
+        "warnings",
+        "the cell's warnings, joined with \" | \"",
+        |r| cell(r).map(|c| c.warnings.join(" | ")).unwrap_or_default(),
+    ),
+];
+
+/// The CSV columns in order, as (name, meaning); `docs/exports.md` lists the same.
+pub fn columns() -> Vec<(&'static str, &'static str)> {
+    COLUMNS.iter().map(|(n, m, _)| (*n, *m)).collect()
+}
+
+/// The CSV text of `r` (header line, then one line per cell).
+///
+/// # Errors
+/// Only from the CSV writer (never for in-memory output in practice).
+pub fn render_csv(r: &Results) -> anyhow::Result<String> {
+    let mut rows: Vec<Row<'_>> = Vec::new();
+    for l in layers(r) {
+        for c in l.cells {
+            rows.push(Row::Cell(l.id, c));
+        }
+    }
+    for (layer, map) in [("prefill", &r.prefill), ("prefill_warm", &r.prefill_warm)] {
+        for (_, n, row) in by_context(map) {
+            rows.push(Row::Prefill(layer, n.unwrap_or(0), row));
+        }
+    }
+    let mut w = csv::Writer::from_writer(Vec::new());
+    w.write_record(COLUMNS.iter().map(|(n, _, _)| *n))?;
+    for row in &rows {
+        w.write_record(COLUMNS.iter().map(|(_, _, f)| f(row)))?;
+    }
+    Ok(String::from_utf8(w.into_inner()?)?)
+}
+
+/// CSV exporter.
+pub struct CsvExporter;
+
+impl Exporter for CsvExporter {
+    fn serialize(&self, results: &Results, _opts: &ReportOptions) -> anyhow::Result<Vec<u8>> {
+        Ok(render_csv(results)?.into_bytes())
+    }
+}

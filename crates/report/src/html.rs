@@ -1,0 +1,735 @@
+//! The HTML report: one self-contained file (inline CSS and inline SVG plots, no script, no
+//! external resource of any kind) that reads offline. A Content-Security-Policy of
+//! `default-src 'none'` in the page makes a browser refuse any network request, should one ever
+//! slip in.
+//!
+//! Sections: run summary (engine, model, host, flags), per decode layer a colour-scaled matrix
+//! and plots (aggregate tok/s vs C per context, per-user tok/s vs aggregate tok/s labelled by C,
+//! TTFT and ITL p50/p99 vs C), prefill tok/s vs context, per-cell TTFT and ITL distributions
+//! (from the request samples, when the file has them), every cell not measured with its reason,
+//! warnings and the methodology.
+
+use std::fmt::Write as _;
+
+use servebench_results::{format_context, CellResult, CellStatus, Results};
+
+use crate::cells::{
+    self, axes, by_context, find, layers, pct_label, percentile, prefill_ok, shown, Metric,
+};
+use crate::export::Exporter;
+use crate::plot::{line_chart, Chart, Series, XScale};
+use crate::{cell_text, fmt_ms, ReportOptions};
+
+/// HTML-escapes `s` (text and attribute values).
+pub fn esc(s: &str) -> String {
+    let mut o = String::with_capacity(s.len());
+    for ch in s.chars() {
+        match ch {
+            '&' => o.push_str("&amp;"),
+            '<' => o.push_str("&lt;"),
+            '>' => o.push_str("&gt;"),
+            '"' => o.push_str("&quot;"),
+            '\'' => o.push_str("&#39;"),
+            c => o.push(c),
+        }
+    }
+    o
+}
+
+/// The page's stylesheet (inline).
+pub(crate) const CSS: &str = "
+body{font-family:system-ui,-apple-system,'Segoe UI',Roboto,sans-serif;margin:24px auto;max-width:1240px;padding:0 16px;color:#1d1d1f;background:#fff;line-height:1.4}
+h1{font-size:1.6em;margin-bottom:4px}h2{margin-top:2em;border-bottom:1px solid #ddd;padding-bottom:4px}h3{margin-top:1.4em}
+table{border-collapse:collapse;margin:8px 0 16px}td,th{border:1px solid #d0d0d0;padding:4px 8px;vertical-align:top}
+th{background:#f4f4f6;text-align:left}td.num{text-align:right;font-variant-numeric:tabular-nums}
+table.matrix td{text-align:right;min-width:84px;font-variant-numeric:tabular-nums}
+table.matrix small{display:block;color:#333;font-size:.78em}
+td.na{background:#eee;color:#555}td.bad{background:#f8d7da;color:#7a1020;font-weight:600}
+.plots{display:flex;flex-wrap:wrap;gap:12px}.plots figure{margin:0;border:1px solid #e4e4e4}
+.note{color:#555;font-size:.92em}code{background:#f4f4f6;padding:0 3px}
+.warn{color:#7a4b00}ul.toc{columns:2}
+";
+
+/// Background colour of a matrix cell with `v` of `max`: white → green.
+fn heat(v: f64, max: f64) -> String {
+    let f = if max > 0.0 {
+        (v / max).clamp(0.0, 1.0)
+    } else {
+        0.0
+    };
+    // Lightness 97 % (lowest) to 62 % (highest), green hue.
+    let l = 97.0 - 35.0 * f;
+    format!("hsl(130,55%,{l:.0}%)")
+}
+
+/// Page head with the CSP, title and style.
+pub(crate) fn head(title: &str) -> String {
+    format!(
+        "<!DOCTYPE html>\n<html lang=\"en\">\n<head>\n<meta charset=\"utf-8\">\n\
+         <meta http-equiv=\"Content-Security-Policy\" content=\"default-src 'none'; style-src 'unsafe-inline'; img-src data:\">\n\
+         <meta name=\"viewport\" content=\"width=device-width, initial-scale=1\">\n\
+         <title>{}</title>\n<style>{CSS}</style>\n</head>\n<body>\n",
+        esc(title)
+    )
+}
+
+/// Appends a group of plots (skipping empty ones).
+pub(crate) fn plots(out: &mut String, charts: &[Chart<'_>]) -> anyhow::Result<()> {
+    let mut svgs = Vec::new();
+    for c in charts {
+        if let Some(svg) = line_chart(c)? {
+            svgs.push(svg);
+        }
+    }
+    if svgs.is_empty() {
+        return Ok(());
+    }
+    out.push_str("<div class=\"plots\">\n");
+    for s in svgs {
+        let _ = writeln!(out, "<figure>{s}</figure>");
+    }
+    out.push_str("</div>\n");
+    Ok(())
+}
+
+/// Per-context series of `y(cell)` against C over the cells shown.
+pub(crate) fn series_vs_c(
+    cells: &[CellResult],
+    show: bool,
+    y: &dyn Fn(&CellResult) -> Option<f64>,
+    name: &dyn Fn(u64) -> String,
+    color_offset: usize,
+    dashed: bool,
+) -> Vec<Series> {
+    let (cs, xs) = axes(cells);
+    xs.iter()
+        .enumerate()
+        .map(|(i, &x)| Series {
+            name: name(x),
+            points: cs
+                .iter()
+                .filter_map(|&c| find(cells, x, c))
+                .filter(|c| shown(c, show))
+                .filter_map(|c| y(c).map(|v| (c.concurrency as f64, v)))
+                .collect(),
+            point_labels: None,
+            color: i + color_offset,
+            dashed,
+        })
+        .filter(|s| !s.points.is_empty())
+        .collect()
+}
+
+/// Per-user tok/s of a cell: the p50 of 1/ITL over its requests, else aggregate / C.
+pub(crate) fn per_user_tps(c: &CellResult) -> Option<f64> {
+    c.output_tps_per_user_p50.or(c.per_request_avg_tps)
+}
+
+fn ms(v: Option<f64>) -> Option<f64> {
+    v.map(|s| s * 1e3)
+}
+
+/// Most points drawn per distribution line (larger cells are thinned evenly, keeping both ends).
+const CDF_POINTS: usize = 300;
+
+/// Empirical CDF points of `values` (x sorted, y = share ≤ x in %).
+fn cdf(values: &[f64]) -> Vec<(f64, f64)> {
+    let mut v: Vec<f64> = values.iter().copied().filter(|x| x.is_finite()).collect();
+    v.sort_by(f64::total_cmp);
+    let n = v.len();
+    let step = n.div_ceil(CDF_POINTS).max(1);
+    v.iter()
+        .enumerate()
+        .filter(|(i, _)| i % step == 0 || *i + 1 == n)
+        .map(|(i, &x)| (x, (i + 1) as f64 / n as f64 * 100.0))
+        .collect()
+}
+
+fn matrix_table(out: &mut String, cells: &[CellResult], show: bool, pcts: &[f64]) {
+    let (cs, xs) = axes(cells);
+    let max = cells
+        .iter()
+        .filter(|c| shown(c, show))
+        .filter_map(|c| c.aggregate_tps)
+        .fold(0.0f64, f64::max);
+    out.push_str("<table class=\"matrix\"><tr><th>context \\ C</th>");
+    for c in &cs {
+        let _ = write!(out, "<th>{c}</th>");
+    }
+    out.push_str("</tr>\n");
+    for &x in &xs {
+        let _ = write!(out, "<tr><th>{}</th>", format_context(x));
+        for &c in &cs {
+            match find(cells, x, c) {
+                None => out.push_str("<td class=\"na\"></td>"),
+                Some(cell) => {
+                    let text = cell_text(cell, show);
+                    let title = if cell.status_reason.is_empty() {
+                        String::new()
+                    } else {
+                        format!(" title=\"{}\"", esc(&cell.status_reason))
+                    };
+                    if shown(cell, show) && cell.aggregate_tps.is_some() {
+                        let v = cell.aggregate_tps.unwrap_or(0.0);
+                        let _ = write!(
+                            out,
+                            "<td style=\"background:{}\"{title}><b>{}</b>",
+                            heat(v, max),
+                            esc(&text)
+                        );
+                        for &p in pcts {
+                            let _ = write!(
+                                out,
+                                "<small>{} TTFT {} · ITL {} ms</small>",
+                                pct_label(p),
+                                fmt_ms(percentile(cell, Metric::Ttft, p)),
+                                fmt_ms(percentile(cell, Metric::Itl, p))
+                            );
+                        }
+                        out.push_str("</td>");
+                    } else if matches!(cell.status, CellStatus::Error | CellStatus::Invalid) {
+                        let _ = write!(out, "<td class=\"bad\"{title}>{}</td>", esc(&text));
+                    } else {
+                        let _ = write!(out, "<td class=\"na\"{title}>{}</td>", esc(&text));
+                    }
+                }
+            }
+        }
+        out.push_str("</tr>\n");
+    }
+    out.push_str("</table>\n");
+}
+
+/// The HTML report of `r`.
+///
+/// # Errors
+/// A drawing error from the plotting library.
+pub fn render_html(r: &Results, opts: &ReportOptions) -> anyhow::Result<String> {
+    let m = &r.metadata;
+    let show = opts.show_capacity_limited_values || m.show_capacity_limited_values;
+    let pcts = opts.percentiles();
+    let title = format!("servebench report — {}", m.model);
+    let mut out = head(&title);
+    let _ = writeln!(out, "<h1>{}</h1>", esc(&title));
+    let _ = writeln!(
+        out,
+        "<p class=\"note\">Written by {} on {}. This page is self-contained: it loads nothing from the network.</p>",
+        esc(&cells::tool_label(r)),
+        esc(if m.timestamp.is_empty() { "an unknown date" } else { &m.timestamp })
+    );
+    if m.interrupted {
+        out.push_str(
+            "<p class=\"warn\"><b>The run was interrupted: these are partial results.</b></p>\n",
+        );
+    }
+
+    // Summary.
+    out.push_str("<h2 id=\"summary\">Run summary</h2>\n<table>\n");
+    let host = r
+        .startup_diagnostics
+        .get("hostname")
+        .and_then(|v| v.as_str())
+        .unwrap_or("");
+    let kv = if m.max_total_tokens > 0 {
+        format!(
+            "{} tokens ({})",
+            m.max_total_tokens,
+            m.kv_budget_source.as_deref().unwrap_or("source unknown")
+        )
+    } else {
+        "unknown".into()
+    };
+    let facts: Vec<(&str, String)> = vec![
+        ("engine", cells::engine_label(r)),
+        ("model", m.model.clone()),
+        (
+            "server",
+            format!(
+                "{} {}",
+                m.server,
+                if m.base_url.is_empty() {
+                    ""
+                } else {
+                    &m.base_url
+                }
+            ),
+        ),
+        ("API", m.endpoint.clone()),
+        ("client host", host.to_string()),
+        ("max_tokens per request", m.max_tokens.to_string()),
+        ("ignore_eos", m.ignore_eos.to_string()),
+        (
+            "measured window per cell",
+            format!("{} s", cells::fmt_num(m.duration_per_test)),
+        ),
+        (
+            "prompt sizing",
+            cells::prompt_targeting_words(&m.prompt_targeting),
+        ),
+        ("KV-cache budget", kv),
+        (
+            "server metrics",
+            if m.metrics_available {
+                "available".into()
+            } else if m.metrics_warning.is_empty() {
+                "not available".into()
+            } else {
+                format!("not available: {}", m.metrics_warning)
+            },
+        ),
+    ];
+    for (k, v) in facts {
+        if !v.trim().is_empty() {
+            let _ = writeln!(
+                out,
+                "<tr><th>{}</th><td>{}</td></tr>",
+                esc(k),
+                esc(v.trim())
+            );
+        }
+    }
+    if let Some(args) = r
+        .startup_diagnostics
+        .get("args")
+        .and_then(|a| a.as_object())
+    {
+        let flags: Vec<String> = args
+            .iter()
+            .map(|(k, v)| {
+                let v = match v {
+                    serde_json::Value::String(s) => s.clone(),
+                    other => other.to_string(),
+                };
+                format!("<code>{}={}</code>", esc(k), esc(&v))
+            })
+            .collect();
+        let _ = writeln!(out, "<tr><th>flags</th><td>{}</td></tr>", flags.join(" "));
+    }
+    out.push_str("</table>\n");
+
+    // Decode layers.
+    for (li, layer) in layers(r).into_iter().enumerate() {
+        let _ = writeln!(
+            out,
+            "<h2 id=\"layer-{}\">{}</h2>",
+            layer.id,
+            esc(layer.title)
+        );
+        let _ = writeln!(
+            out,
+            "<p class=\"note\">Aggregate decode tok/s per cell (rows: context in prompt tokens, columns: concurrency C); the greener, the faster. Under each value: TTFT and per-token ITL at {}.</p>",
+            pcts.iter().map(|&p| pct_label(p)).collect::<Vec<_>>().join(", ")
+        );
+        matrix_table(&mut out, layer.cells, show, &pcts);
+        let legend = crate::legend(layer.cells, show);
+        if !legend.is_empty() {
+            out.push_str("<ul class=\"note\">");
+            for l in legend {
+                let _ = write!(out, "<li>{}</li>", esc(&l));
+            }
+            out.push_str("</ul>\n");
+        }
+        let ctx_name = |x: u64| format!("ctx {}", format_context(x));
+        let cells = layer.cells;
+        let mut ttft = series_vs_c(
+            cells,
+            show,
+            &|c| ms(c.ttft_p50),
+            &|x| format!("ctx {} p50", format_context(x)),
+            0,
+            false,
+        );
+        ttft.extend(series_vs_c(
+            cells,
+            show,
+            &|c| ms(c.ttft_p99),
+            &|x| format!("ctx {} p99", format_context(x)),
+            0,
+            true,
+        ));
+        let mut itl = series_vs_c(
+            cells,
+            show,
+            &|c| ms(c.inter_token_latency_p50),
+            &|x| format!("ctx {} p50", format_context(x)),
+            0,
+            false,
+        );
+        itl.extend(series_vs_c(
+            cells,
+            show,
+            &|c| ms(c.inter_token_latency_p99),
+            &|x| format!("ctx {} p99", format_context(x)),
+            0,
+            true,
+        ));
+        let (_, xs) = axes(cells);
+        let frontier: Vec<Series> = xs
+            .iter()
+            .enumerate()
+            .map(|(i, &x)| {
+                let pts: Vec<&CellResult> = cells
+                    .iter()
+                    .filter(|c| c.context_tokens == x && shown(c, show))
+                    .filter(|c| c.aggregate_tps.is_some() && per_user_tps(c).is_some())
+                    .collect();
+                let mut pts = pts;
+                pts.sort_by_key(|c| c.concurrency);
+                Series {
+                    name: ctx_name(x),
+                    points: pts
+                        .iter()
+                        .map(|c| {
+                            (
+                                c.aggregate_tps.unwrap_or(0.0),
+                                per_user_tps(c).unwrap_or(0.0),
+                            )
+                        })
+                        .collect(),
+                    point_labels: Some(
+                        pts.iter().map(|c| format!("C={}", c.concurrency)).collect(),
+                    ),
+                    color: i,
+                    dashed: false,
+                }
+            })
+            .filter(|s| !s.points.is_empty())
+            .collect();
+        let mut charts = vec![
+            Chart {
+                title: "Aggregate decode tok/s vs concurrency",
+                x_desc: "concurrency C (streams in flight)",
+                y_desc: "aggregate tok/s",
+                x_scale: XScale::Log2,
+                series: series_vs_c(cells, show, &|c| c.aggregate_tps, &ctx_name, 0, false),
+            },
+            Chart {
+                title: "Per-user speed vs server throughput (labels: C)",
+                x_desc: "aggregate tok/s",
+                y_desc: "per-user tok/s (p50 of 1/ITL)",
+                x_scale: XScale::Linear,
+                series: frontier,
+            },
+            Chart {
+                title: "TTFT vs concurrency (solid p50, dashed p99)",
+                x_desc: "concurrency C",
+                y_desc: "TTFT, ms",
+                x_scale: XScale::Log2,
+                series: ttft,
+            },
+            Chart {
+                title: "ITL per token vs concurrency (solid p50, dashed p99)",
+                x_desc: "concurrency C",
+                y_desc: "ITL, ms",
+                x_scale: XScale::Log2,
+                series: itl,
+            },
+        ];
+        if layer.id != "sustained" {
+            charts.push(Chart {
+                title: "Request latency (E2E) vs concurrency (solid p50, dashed p99)",
+                x_desc: "concurrency C",
+                y_desc: "request latency, s",
+                x_scale: XScale::Log2,
+                series: {
+                    let mut s = series_vs_c(
+                        cells,
+                        show,
+                        &|c| c.request_latency_p50,
+                        &|x| format!("ctx {} p50", format_context(x)),
+                        0,
+                        false,
+                    );
+                    s.extend(series_vs_c(
+                        cells,
+                        show,
+                        &|c| c.request_latency_p99,
+                        &|x| format!("ctx {} p99", format_context(x)),
+                        0,
+                        true,
+                    ));
+                    s
+                },
+            });
+        }
+        plots(&mut out, &charts)?;
+
+        // Distributions from the request samples.
+        let with_samples: Vec<&CellResult> = cells
+            .iter()
+            .filter(|c| c.status == CellStatus::Ok && !c.request_samples.is_empty())
+            .collect();
+        if !with_samples.is_empty() {
+            let _ = writeln!(
+                out,
+                "<h3>Distributions per cell ({})</h3>\n<p class=\"note\">Share of a cell's requests (y) whose TTFT or per-token ITL is at most x, from the per-request samples in the file; one line per concurrency C.</p>",
+                esc(layer.title)
+            );
+            let mut charts_owned: Vec<(String, String, Vec<Series>, Vec<Series>)> = Vec::new();
+            for &x in &xs {
+                let mut at_x: Vec<&&CellResult> = with_samples
+                    .iter()
+                    .filter(|c| c.context_tokens == x)
+                    .collect();
+                if at_x.is_empty() {
+                    continue;
+                }
+                at_x.sort_by_key(|c| c.concurrency);
+                let mk = |metric: Metric| -> Vec<Series> {
+                    at_x.iter()
+                        .enumerate()
+                        .map(|(i, c)| Series {
+                            name: format!("C={}", c.concurrency),
+                            points: cdf(&metric.sample_values(c))
+                                .into_iter()
+                                .map(|(v, y)| (v * 1e3, y))
+                                .collect(),
+                            point_labels: None,
+                            color: i,
+                            dashed: false,
+                        })
+                        .filter(|s| !s.points.is_empty())
+                        .collect()
+                };
+                charts_owned.push((
+                    format!("TTFT distribution, ctx {}", format_context(x)),
+                    format!("ITL distribution, ctx {}", format_context(x)),
+                    mk(Metric::Ttft),
+                    mk(Metric::Itl),
+                ));
+            }
+            let charts: Vec<Chart<'_>> = charts_owned
+                .iter()
+                .flat_map(|(t1, t2, s1, s2)| {
+                    [
+                        Chart {
+                            title: t1,
+                            x_desc: "TTFT, ms",
+                            y_desc: "requests, % (cumulative)",
+                            x_scale: XScale::Linear,
+                            series: s1.clone(),
+                        },
+                        Chart {
+                            title: t2,
+                            x_desc: "per-token ITL of a request, ms",
+                            y_desc: "requests, % (cumulative)",
+                            x_scale: XScale::Linear,
+                            series: s2.clone(),
+                        },
+                    ]
+                })
+                .collect();
+            plots(&mut out, &charts)?;
+        } else if li == 0 {
+            out.push_str("<p class=\"note\">This file has no per-request samples, so no per-cell distributions are shown.</p>\n");
+        }
+    }
+
+    // Prefill.
+    if !r.prefill.is_empty() || !r.prefill_warm.is_empty() {
+        out.push_str("<h2 id=\"prefill\">Prefill</h2>\n<p class=\"note\">Prefill speed = prompt tokens / TTFT of a cold request with max_tokens=1. Warm-prefix rows send the same prompt again: most of it is then served from the prefix cache, so they are not comparable with cold rows (their speed counts only the uncached prompt tokens).</p>\n");
+        out.push_str("<table><tr><th>kind</th><th>context</th><th>prompt tokens</th><th>TTFT, s</th><th>tok/s</th><th>cached tokens</th><th>measured by</th><th>status</th></tr>\n");
+        for (kind, map) in [("cold", &r.prefill), ("warm prefix", &r.prefill_warm)] {
+            for (label, _, row) in by_context(map) {
+                let _ = writeln!(
+                    out,
+                    "<tr><td>{kind}</td><td>{}</td><td class=\"num\">{}</td><td class=\"num\">{}</td><td class=\"num\">{}</td><td class=\"num\">{}</td><td>{}</td><td>{}</td></tr>",
+                    esc(&label),
+                    row.prompt_tokens.map(|t| t.to_string()).unwrap_or_else(|| "-".into()),
+                    row.ttft_seconds.map(|t| format!("{t:.3}")).unwrap_or_else(|| "-".into()),
+                    row.tok_per_sec.map(|t| format!("{t:.0}")).unwrap_or_else(|| "-".into()),
+                    row.cached_tokens.map(|t| t.to_string()).unwrap_or_else(|| "-".into()),
+                    esc(&cells::prefill_method_words(&row.method)),
+                    esc(&match (&row.status, &row.status_reason) {
+                        (Some(s), Some(why)) if !why.is_empty() => format!("{}: {why}", s.as_str()),
+                        (Some(s), _) => s.as_str().to_string(),
+                        (None, _) => "ok".into(),
+                    })
+                );
+            }
+        }
+        out.push_str("</table>\n");
+        let series: Vec<Series> = [
+            ("cold", &r.prefill, false),
+            ("warm prefix (uncached part)", &r.prefill_warm, true),
+        ]
+        .into_iter()
+        .map(|(name, map, dashed)| Series {
+            name: name.into(),
+            points: by_context(map)
+                .into_iter()
+                .filter(|(_, n, row)| n.is_some() && prefill_ok(row))
+                .map(|(_, n, row)| (n.unwrap_or(0) as f64, row.tok_per_sec.unwrap_or(0.0)))
+                .collect(),
+            point_labels: None,
+            color: 0,
+            dashed,
+        })
+        .filter(|s| !s.points.is_empty())
+        .collect();
+        plots(
+            &mut out,
+            &[Chart {
+                title: "Prefill tok/s vs context",
+                x_desc: "context, prompt tokens",
+                y_desc: "prefill tok/s",
+                x_scale: XScale::Linear,
+                series,
+            }],
+        )?;
+    }
+
+    // Cells not measured.
+    let problems: Vec<(&str, &CellResult)> = layers(r)
+        .into_iter()
+        .flat_map(|l| l.cells.iter().map(move |c| (l.id, c)))
+        .filter(|(_, c)| c.status != CellStatus::Ok)
+        .collect();
+    out.push_str("<h2 id=\"not-measured\">Cells not measured</h2>\n");
+    if problems.is_empty() {
+        out.push_str("<p>Every planned cell was measured.</p>\n");
+    } else {
+        out.push_str("<table><tr><th>layer</th><th>C</th><th>context</th><th>status</th><th>reason</th></tr>\n");
+        for (l, c) in problems {
+            let _ = writeln!(
+                out,
+                "<tr><td>{l}</td><td class=\"num\">{}</td><td>{}</td><td>{}</td><td>{}</td></tr>",
+                c.concurrency,
+                format_context(c.context_tokens),
+                c.status.as_str(),
+                esc(&c.status_reason)
+            );
+        }
+        out.push_str("</table>\n");
+    }
+
+    // Warnings.
+    let mut warnings: Vec<String> = Vec::new();
+    if !m.metrics_warning.is_empty() {
+        warnings.push(format!("server metrics: {}", m.metrics_warning));
+    }
+    // Run-level warnings from the event log (`HH:MM:SS startup warning: …`).
+    for line in &r.event_log {
+        if line.to_lowercase().contains("warning")
+            && !warnings.iter().any(|w| line.contains(w.as_str()))
+        {
+            warnings.push(line.clone());
+        }
+    }
+    for l in layers(r) {
+        for c in l.cells {
+            for w in &c.warnings {
+                warnings.push(format!(
+                    "{} C={} ctx={}: {w}",
+                    l.id,
+                    c.concurrency,
+                    format_context(c.context_tokens)
+                ));
+            }
+        }
+    }
+    out.push_str("<h2 id=\"warnings\">Warnings</h2>\n");
+    if warnings.is_empty() {
+        out.push_str("<p>None.</p>\n");
+    } else {
+        out.push_str("<ul>");
+        for w in warnings {
+            let _ = write!(out, "<li class=\"warn\">{}</li>", esc(&w));
+        }
+        out.push_str("</ul>\n");
+    }
+
+    // Methodology.
+    out.push_str("<h2 id=\"methodology\">Methodology</h2>\n");
+    let sources: Vec<String> = {
+        let mut v: Vec<&str> = r
+            .results
+            .iter()
+            .filter(|c| c.status == CellStatus::Ok)
+            .map(|c| c.aggregate_source.as_str())
+            .collect();
+        v.sort_unstable();
+        v.dedup();
+        v.into_iter()
+            .map(|s| {
+                format!(
+                    "<code>{}</code>: {}",
+                    esc(s),
+                    esc(&cells::aggregate_source_words(s))
+                )
+            })
+            .collect()
+    };
+    if !sources.is_empty() {
+        let _ = writeln!(out, "<p>Tokens counted from: {}.</p>", sources.join("; "));
+    }
+    out.push_str("<table><tr><th>layer</th><th>formula</th><th>notes</th></tr>\n");
+    for lm in [
+        &r.methodology.sustained_decode,
+        &r.methodology.burst_e2e_decode,
+        &r.methodology.prefill,
+    ] {
+        if lm.name.is_empty() && lm.formula.is_empty() {
+            continue;
+        }
+        let _ = writeln!(
+            out,
+            "<tr><td>{}{}</td><td>{}</td><td>{}</td></tr>",
+            esc(&lm.name),
+            if lm.present { "" } else { " (not run)" },
+            esc(&lm.formula),
+            esc(&lm.notes)
+        );
+    }
+    out.push_str("</table>\n<ul class=\"note\">\n\
+        <li><b>C</b> (concurrency): requests kept in flight at once.</li>\n\
+        <li><b>Aggregate tok/s</b>: output tokens that arrived inside the measured window, over all streams, / window length.</li>\n\
+        <li><b>TTFT</b>: time from sending a request to its first output token. <b>ITL</b>: a request's (last − first token time) / (output tokens − 1); per-user tok/s = 1 / ITL.</li>\n\
+        <li>Percentiles use NumPy's default (linear) definition over the cell's requests.</li>\n\
+        </ul>\n");
+    if !r.event_log.is_empty() {
+        let _ = writeln!(
+            out,
+            "<h2 id=\"event-log\">Event log</h2>\n<details><summary>{} lines (click to open)</summary><pre>{}</pre></details>",
+            r.event_log.len(),
+            esc(&r.event_log.join("\n"))
+        );
+    }
+    out.push_str("</body>\n</html>\n");
+    Ok(out)
+}
+
+/// HTML exporter.
+pub struct HtmlExporter;
+
+impl Exporter for HtmlExporter {
+    fn serialize(&self, results: &Results, opts: &ReportOptions) -> anyhow::Result<Vec<u8>> {
+        Ok(render_html(results, opts)?.into_bytes())
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn cdf_keeps_ends_and_thins_large_cells() {
+        let small = cdf(&[3.0, 1.0, 2.0]);
+        let xs: Vec<f64> = small.iter().map(|p| p.0).collect();
+        assert_eq!(xs, vec![1.0, 2.0, 3.0]);
+        assert!((small[0].1 - 100.0 / 3.0).abs() < 1e-9 && small[2].1 == 100.0);
+        let big: Vec<f64> = (0..10_000).map(f64::from).collect();
+        let c = cdf(&big);
+        assert!(c.len() <= CDF_POINTS + 1, "{}", c.len());
+        assert_eq!(c.first(), Some(&(0.0, 0.01)));
+        assert_eq!(c.last(), Some(&(9999.0, 100.0)));
+    }
+
+    #[test]
+    fn escapes_markup() {
+        assert_eq!(
+            esc("<a href=\"x\">&'"),
+            "&lt;a href=&quot;x&quot;&gt;&amp;&#39;"
+        );
+    }
+}

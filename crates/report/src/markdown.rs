@@ -1,0 +1,217 @@
+//! Markdown export: the run summary, the decode matrices (aggregate tok/s, per-request tok/s,
+//! TTFT and ITL at the chosen percentiles), prefill rows, cells not measured and warnings, as
+//! GitHub-flavoured Markdown tables.
+
+use std::fmt::Write as _;
+
+use servebench_results::{format_context, CellResult, CellStatus, Results};
+
+use crate::cells::{self, axes, by_context, find, layers, pct_label, percentile, shown, Metric};
+use crate::export::Exporter;
+use crate::{cell_text, fmt_ms, fmt_tps, ReportOptions};
+
+/// Escapes `|` and line breaks so a value stays in its table cell.
+pub fn md_escape(s: &str) -> String {
+    s.replace('|', "\\|").replace(['\n', '\r'], " ")
+}
+
+/// One Markdown matrix: rows = contexts, columns = C.
+fn md_matrix(out: &mut String, cells: &[CellResult], value: &dyn Fn(&CellResult) -> String) {
+    let (cs, xs) = axes(cells);
+    let _ = write!(out, "| ctx \\ C |");
+    for c in &cs {
+        let _ = write!(out, " {c} |");
+    }
+    out.push('\n');
+    let _ = write!(out, "|---|");
+    for _ in &cs {
+        out.push_str("---:|");
+    }
+    out.push('\n');
+    for &x in &xs {
+        let _ = write!(out, "| {} |", format_context(x));
+        for &c in &cs {
+            let v = find(cells, x, c).map(value).unwrap_or_default();
+            let _ = write!(out, " {} |", md_escape(&v));
+        }
+        out.push('\n');
+    }
+    out.push('\n');
+}
+
+/// The Markdown report.
+pub fn render_markdown(r: &Results, opts: &ReportOptions) -> String {
+    let m = &r.metadata;
+    let mut out = String::new();
+    let _ = writeln!(out, "# servebench report: {}\n", md_escape(&m.model));
+    let host = r
+        .startup_diagnostics
+        .get("hostname")
+        .and_then(|v| v.as_str())
+        .unwrap_or("");
+    let rows: Vec<(&str, String)> = vec![
+        ("tool", cells::tool_label(r)),
+        ("engine", cells::engine_label(r)),
+        ("model", m.model.clone()),
+        ("server", m.server.clone()),
+        ("client host", host.to_string()),
+        ("API", m.endpoint.clone()),
+        ("written", m.timestamp.clone()),
+        ("max_tokens", m.max_tokens.to_string()),
+        ("ignore_eos", m.ignore_eos.to_string()),
+        (
+            "window per cell",
+            format!("{} s", cells::fmt_num(m.duration_per_test)),
+        ),
+        (
+            "prompt sizing",
+            cells::prompt_targeting_words(&m.prompt_targeting),
+        ),
+        (
+            "KV budget",
+            if m.max_total_tokens > 0 {
+                format!("{} tokens", m.max_total_tokens)
+            } else {
+                "unknown".into()
+            },
+        ),
+    ];
+    let _ = writeln!(out, "| | |\n|---|---|");
+    for (k, v) in rows {
+        if !v.is_empty() {
+            let _ = writeln!(out, "| {k} | {} |", md_escape(&v));
+        }
+    }
+    if m.interrupted {
+        let _ = writeln!(out, "\n**Interrupted: partial results.**");
+    }
+    out.push('\n');
+
+    let show = opts.show_capacity_limited_values || m.show_capacity_limited_values;
+    let pcts = opts.percentiles();
+    for layer in layers(r) {
+        let _ = writeln!(out, "## {}\n", layer.title);
+        let _ = writeln!(out, "Aggregate decode tok/s:\n");
+        md_matrix(&mut out, layer.cells, &|c| cell_text(c, show));
+        let _ = writeln!(out, "Per-request tok/s (aggregate / C):\n");
+        md_matrix(&mut out, layer.cells, &|c| {
+            if shown(c, show) {
+                fmt_tps(c.per_request_avg_tps)
+            } else {
+                cell_text(c, show)
+            }
+        });
+        for (metric, name) in [(Metric::Ttft, "TTFT"), (Metric::Itl, "ITL (per token)")] {
+            let labels: Vec<String> = pcts.iter().map(|&p| pct_label(p)).collect();
+            let _ = writeln!(out, "{name}, ms ({}):\n", labels.join(" / "));
+            md_matrix(&mut out, layer.cells, &|c| {
+                if c.status != CellStatus::Ok {
+                    return String::new();
+                }
+                pcts.iter()
+                    .map(|&p| fmt_ms(percentile(c, metric, p)))
+                    .collect::<Vec<_>>()
+                    .join(" / ")
+            });
+        }
+        let legend = crate::legend(layer.cells, show);
+        if !legend.is_empty() {
+            for l in legend {
+                let _ = writeln!(out, "- {}", md_escape(&l));
+            }
+            out.push('\n');
+        }
+    }
+
+    for (title, map, warm) in [
+        ("Prefill (cold)", &r.prefill, false),
+        (
+            "Warm-prefix prefill (the same prompt again; not comparable with cold prefill)",
+            &r.prefill_warm,
+            true,
+        ),
+    ] {
+        if map.is_empty() {
+            continue;
+        }
+        let _ = writeln!(out, "## {title}\n");
+        let _ = writeln!(
+            out,
+            "| context | prompt tokens | TTFT s | {} | measured by | status |\n|---|---:|---:|---:|---|---|",
+            if warm { "uncached tok/s" } else { "tok/s" }
+        );
+        for (label, _, row) in by_context(map) {
+            let _ = writeln!(
+                out,
+                "| {label} | {} | {} | {} | {} | {} |",
+                row.prompt_tokens.map(|t| t.to_string()).unwrap_or_default(),
+                row.ttft_seconds
+                    .map(|t| format!("{t:.3}"))
+                    .unwrap_or_default(),
+                row.tok_per_sec
+                    .map(|t| format!("{t:.0}"))
+                    .unwrap_or_default(),
+                md_escape(&cells::prefill_method_words(&row.method)),
+                md_escape(&match (&row.status, &row.status_reason) {
+                    (Some(s), Some(why)) if !why.is_empty() => format!("{}: {why}", s.as_str()),
+                    (Some(s), _) => s.as_str().to_string(),
+                    (None, _) => "ok".into(),
+                })
+            );
+        }
+        out.push('\n');
+    }
+
+    let problems: Vec<(&str, &CellResult)> = layers(r)
+        .into_iter()
+        .flat_map(|l| l.cells.iter().map(move |c| (l.id, c)))
+        .filter(|(_, c)| c.status != CellStatus::Ok)
+        .collect();
+    if !problems.is_empty() {
+        let _ = writeln!(
+            out,
+            "## Cells not measured\n\n| layer | C | context | status | reason |\n|---|---:|---|---|---|"
+        );
+        for (l, c) in problems {
+            let _ = writeln!(
+                out,
+                "| {l} | {} | {} | {} | {} |",
+                c.concurrency,
+                format_context(c.context_tokens),
+                c.status.as_str(),
+                md_escape(&c.status_reason)
+            );
+        }
+        out.push('\n');
+    }
+    let warned: Vec<(&str, &CellResult)> = layers(r)
+        .into_iter()
+        .flat_map(|l| l.cells.iter().map(move |c| (l.id, c)))
+        .filter(|(_, c)| !c.warnings.is_empty())
+        .collect();
+    if !warned.is_empty() {
+        let _ = writeln!(out, "## Warnings\n");
+        for (l, c) in warned {
+            for w in &c.warnings {
+                let _ = writeln!(
+                    out,
+                    "- {l} C={} ctx={}: {}",
+                    c.concurrency,
+                    format_context(c.context_tokens),
+                    md_escape(w)
+                );
+            }
+        }
+        out.push('\n');
+    }
+    out
+}
+
+/// Markdown exporter.
+pub struct MarkdownExporter;
+
+impl Exporter for MarkdownExporter {
+    fn serialize(&self, results: &Results, opts: &ReportOptions) -> anyhow::Result<Vec<u8>> {
+        Ok(render_markdown(results, opts).into_bytes())
+    }
+}
