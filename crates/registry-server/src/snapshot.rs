@@ -1,0 +1,379 @@
+//! An immutable, in-memory snapshot of a registry directory: every record parsed once, indexed by
+//! id, with its search text, the reverse relationships and a content hash (the ETag).
+//!
+//! Requests never touch the file system: they read a snapshot (spec §7.2 item 13: the anchor
+//! re-read ~3,000 files per sweep-list request). A reload builds a new snapshot and swaps it in
+//! atomically; a reload that fails keeps the old one.
+
+use std::collections::HashMap;
+use std::path::{Path, PathBuf};
+use std::sync::OnceLock;
+use std::time::{Duration, Instant};
+
+use bytes::Bytes;
+use serde_json::Value;
+use sha2::{Digest as _, Sha256};
+
+use crate::collection::Collection;
+
+/// Largest record file read (bytes); a larger file fails the load.
+pub const MAX_FILE_BYTES: u64 = 32 << 20;
+
+/// Why a registry directory could not be loaded. Every variant names the file or directory.
+#[derive(Debug, thiserror::Error)]
+pub enum LoadError {
+    /// The directory is missing or has none of the collection directories.
+    #[error("{0}: not a registry directory (expected at least one of hardware/, model/, model-instance/, recipe/, speed-sweep/, directly or under registry/)")]
+    NotARegistry(PathBuf),
+    /// A directory or file could not be read.
+    #[error("{path}: {source}")]
+    Io {
+        path: PathBuf,
+        source: std::io::Error,
+    },
+    /// A record file is not valid JSON, or not an object.
+    #[error("{path}: invalid record: {message}")]
+    Invalid { path: PathBuf, message: String },
+}
+
+/// One record of a collection.
+#[derive(Debug)]
+pub struct Record {
+    /// The record id (= its file stem, checked at load).
+    pub id: String,
+    /// The record as stored.
+    pub value: Value,
+    /// Lowercased, space-joined primitive values of the whole record (strings, numbers, bools;
+    /// walked recursively): what `q` searches.
+    pub search: String,
+    /// The API detail `data` (record + derived fields + relationships), serialized on first use.
+    pub(crate) detail: OnceLock<Bytes>,
+    /// The API list item (recipes: the compatibility result), serialized on first use.
+    pub(crate) item: OnceLock<Bytes>,
+}
+
+/// One collection: records sorted by id (the "index order").
+#[derive(Debug, Default)]
+pub struct CollectionIndex {
+    /// Records in ascending id order.
+    pub records: Vec<Record>,
+    by_id: HashMap<String, usize>,
+}
+
+impl CollectionIndex {
+    /// The position of `id` in [`CollectionIndex::records`].
+    pub fn position(&self, id: &str) -> Option<usize> {
+        self.by_id.get(id).copied()
+    }
+
+    /// The record with this id.
+    pub fn get(&self, id: &str) -> Option<&Record> {
+        self.position(id).map(|i| &self.records[i])
+    }
+
+    /// Number of records.
+    pub fn len(&self) -> usize {
+        self.records.len()
+    }
+
+    /// True when the collection has no record.
+    pub fn is_empty(&self) -> bool {
+        self.records.is_empty()
+    }
+}
+
+/// The loaded registry. Built by [`load`]; shared read-only by every request.
+#[derive(Debug)]
+pub struct Snapshot {
+    /// The registry root that was read (the directory holding `hardware/`, `recipe/`, ...).
+    pub root: PathBuf,
+    /// Hex SHA-256 of every record file (collection, id and bytes, in id order).
+    pub hash: String,
+    /// The ETag header value: `"sb-<first 20 hex digits of hash>"`.
+    pub etag: String,
+    /// Wall time of the load.
+    pub loaded_in: Duration,
+    cols: [CollectionIndex; 5],
+    /// Recipe positions per `hardware_id`.
+    pub recipes_by_hardware: HashMap<String, Vec<usize>>,
+    /// Recipe positions per `model_instance_id`.
+    pub recipes_by_instance: HashMap<String, Vec<usize>>,
+    /// Model-instance positions per `model_id`.
+    pub instances_by_model: HashMap<String, Vec<usize>>,
+    /// Speed-sweep positions per `recipe_id` (the backward link; see [`Snapshot::recipe_sweeps`]).
+    pub sweeps_by_recipe: HashMap<String, Vec<usize>>,
+    pub(crate) cache: Caches,
+}
+
+/// Lazily computed, snapshot-wide bodies and orders.
+#[derive(Debug, Default)]
+pub(crate) struct Caches {
+    pub discovery: OnceLock<Bytes>,
+    pub index: OnceLock<Bytes>,
+    pub facets: OnceLock<Bytes>,
+    /// Recipe positions sorted for `sort_by=hardware` and `sort_by=model`.
+    pub recipe_order_hardware: OnceLock<Vec<usize>>,
+    pub recipe_order_model: OnceLock<Vec<usize>>,
+    /// Model positions in the models-list order.
+    pub model_order: OnceLock<Vec<usize>>,
+    /// What each recipe points at, by recipe position.
+    pub recipe_rel: OnceLock<Vec<crate::http::recipes::RecipeRel>>,
+}
+
+impl Snapshot {
+    /// The records of one collection.
+    pub fn col(&self, c: Collection) -> &CollectionIndex {
+        &self.cols[c.index()]
+    }
+
+    /// The record `id` of collection `c`.
+    pub fn get(&self, c: Collection, id: &str) -> Option<&Record> {
+        self.col(c).get(id)
+    }
+
+    /// Record counts keyed by [`Collection::count_key`].
+    pub fn counts(&self) -> serde_json::Map<String, Value> {
+        Collection::ALL
+            .iter()
+            .map(|&c| (c.count_key().to_string(), Value::from(self.col(c).len())))
+            .collect()
+    }
+
+    /// Total number of records.
+    pub fn total_records(&self) -> usize {
+        self.cols.iter().map(CollectionIndex::len).sum()
+    }
+
+    /// The speed sweeps of a recipe, as positions in the speed-sweep collection: the ids its
+    /// `speed_sweep_ids` (and the legacy `speed_sweeps_ids`, spec §7.2 item 1) list that
+    /// resolve, in that order, then the sweeps whose `recipe_id` names the recipe but that the
+    /// recipe does not list. Each sweep once.
+    pub fn recipe_sweeps(&self, recipe: &Value) -> Vec<usize> {
+        let sweeps = self.col(Collection::SpeedSweep);
+        let mut out: Vec<usize> = Vec::new();
+        for key in ["speed_sweep_ids", "speed_sweeps_ids"] {
+            if let Some(ids) = recipe.get(key).and_then(Value::as_array) {
+                for id in ids.iter().filter_map(Value::as_str) {
+                    if let Some(p) = sweeps.position(id) {
+                        if !out.contains(&p) {
+                            out.push(p);
+                        }
+                    }
+                }
+            }
+        }
+        if let Some(back) = recipe
+            .get("id")
+            .and_then(Value::as_str)
+            .and_then(|id| self.sweeps_by_recipe.get(id))
+        {
+            for &p in back {
+                if !out.contains(&p) {
+                    out.push(p);
+                }
+            }
+        }
+        out
+    }
+}
+
+/// Finds the registry root under `dir`: `dir` itself when it holds a collection directory,
+/// else `dir/registry` when that does.
+pub fn resolve_root(dir: &Path) -> Result<PathBuf, LoadError> {
+    let has_collection = |d: &Path| {
+        Collection::ALL.iter().any(|c| {
+            std::iter::once(c.dir())
+                .chain(c.legacy_dirs().iter().copied())
+                .any(|name| d.join(name).is_dir())
+        })
+    };
+    if has_collection(dir) {
+        return Ok(dir.to_path_buf());
+    }
+    let nested = dir.join("registry");
+    if has_collection(&nested) {
+        return Ok(nested);
+    }
+    Err(LoadError::NotARegistry(dir.to_path_buf()))
+}
+
+/// The record files of the registry under `dir`, as (collection, id, path), sorted. Used by
+/// [`load`] and by `--watch` (which compares their sizes and modification times).
+pub fn record_files(root: &Path) -> Result<Vec<(Collection, String, PathBuf)>, LoadError> {
+    let mut out = Vec::new();
+    for c in Collection::ALL {
+        for name in std::iter::once(c.dir()).chain(c.legacy_dirs().iter().copied()) {
+            let d = root.join(name);
+            if !d.is_dir() {
+                continue;
+            }
+            let io = |source| LoadError::Io {
+                path: d.clone(),
+                source,
+            };
+            for entry in std::fs::read_dir(&d).map_err(io)? {
+                let entry = entry.map_err(io)?;
+                let path = entry.path();
+                let Some(stem) = path
+                    .file_name()
+                    .and_then(|n| n.to_str())
+                    .and_then(|n| n.strip_suffix(".json"))
+                else {
+                    continue;
+                };
+                if !entry.file_type().map_err(io)?.is_file() {
+                    continue;
+                }
+                if !c.id_is_valid(stem) {
+                    return Err(LoadError::Invalid {
+                        path,
+                        message: format!("file name is not a valid {} id", c.dir()),
+                    });
+                }
+                out.push((c, stem.to_string(), path));
+            }
+        }
+    }
+    out.sort();
+    Ok(out)
+}
+
+/// Loads the registry under `dir` (see [`resolve_root`]) into a [`Snapshot`].
+///
+/// Checks: each `*.json` file of a collection directory is a JSON object whose `id` equals the
+/// file stem and matches the collection's id grammar; an id appears once per collection
+/// (across `speed-sweep/` and the legacy `speed-sweeps/`). Other files are ignored.
+///
+/// Errors: [`LoadError`], naming the offending path.
+pub fn load(dir: &Path) -> Result<Snapshot, LoadError> {
+    let t0 = Instant::now();
+    let root = resolve_root(dir)?;
+    let files = record_files(&root)?;
+    let mut hasher = Sha256::new();
+    let mut cols: [CollectionIndex; 5] = Default::default();
+    for (c, id, path) in files {
+        let io = |source| LoadError::Io {
+            path: path.clone(),
+            source,
+        };
+        let meta = std::fs::metadata(&path).map_err(io)?;
+        if meta.len() > MAX_FILE_BYTES {
+            return Err(LoadError::Invalid {
+                path,
+                message: format!("larger than {MAX_FILE_BYTES} bytes"),
+            });
+        }
+        let bytes = std::fs::read(&path).map_err(io)?;
+        let value: Value = serde_json::from_slice(&bytes).map_err(|e| LoadError::Invalid {
+            path: path.clone(),
+            message: e.to_string(),
+        })?;
+        if !value.is_object() {
+            return Err(LoadError::Invalid {
+                path,
+                message: "not a JSON object".into(),
+            });
+        }
+        match value.get("id").and_then(Value::as_str) {
+            Some(v) if v == id => {}
+            Some(v) => {
+                return Err(LoadError::Invalid {
+                    path,
+                    message: format!("id {v:?} differs from the file name {id:?}"),
+                })
+            }
+            None => {
+                return Err(LoadError::Invalid {
+                    path,
+                    message: "no string \"id\"".into(),
+                })
+            }
+        }
+        let col = &mut cols[c.index()];
+        if col.by_id.contains_key(&id) {
+            return Err(LoadError::Invalid {
+                path,
+                message: format!("duplicate {} id {id:?}", c.dir()),
+            });
+        }
+        hasher.update(c.dir().as_bytes());
+        hasher.update([0]);
+        hasher.update(id.as_bytes());
+        hasher.update([0]);
+        hasher.update((bytes.len() as u64).to_le_bytes());
+        hasher.update(&bytes);
+        let search = search_text(&value);
+        col.by_id.insert(id.clone(), col.records.len());
+        col.records.push(Record {
+            id,
+            value,
+            search,
+            detail: OnceLock::new(),
+            item: OnceLock::new(),
+        });
+    }
+    // Files were sorted by (collection, id), but a legacy directory interleaves; sort again.
+    for col in &mut cols {
+        col.records.sort_by(|a, b| a.id.cmp(&b.id));
+        col.by_id = col
+            .records
+            .iter()
+            .enumerate()
+            .map(|(i, r)| (r.id.clone(), i))
+            .collect();
+    }
+    let hash = hex(&hasher.finalize());
+    let group = |c: Collection, key: &str| {
+        let mut m: HashMap<String, Vec<usize>> = HashMap::new();
+        for (i, r) in cols[c.index()].records.iter().enumerate() {
+            if let Some(k) = r.value.get(key).and_then(Value::as_str) {
+                m.entry(k.to_string()).or_default().push(i);
+            }
+        }
+        m
+    };
+    let recipes_by_hardware = group(Collection::Recipe, "hardware_id");
+    let recipes_by_instance = group(Collection::Recipe, "model_instance_id");
+    let instances_by_model = group(Collection::ModelInstance, "model_id");
+    let sweeps_by_recipe = group(Collection::SpeedSweep, "recipe_id");
+    Ok(Snapshot {
+        root,
+        etag: format!("\"sb-{}\"", &hash[..20]),
+        hash,
+        loaded_in: t0.elapsed(),
+        cols,
+        recipes_by_hardware,
+        recipes_by_instance,
+        instances_by_model,
+        sweeps_by_recipe,
+        cache: Caches::default(),
+    })
+}
+
+fn hex(b: &[u8]) -> String {
+    b.iter().map(|x| format!("{x:02x}")).collect()
+}
+
+/// Lowercased primitive values of `v` (strings, numbers, booleans; nulls skipped), walked
+/// recursively and joined by single spaces.
+pub fn search_text(v: &Value) -> String {
+    fn walk(v: &Value, out: &mut String) {
+        match v {
+            Value::Null => {}
+            Value::Bool(b) => push(out, if *b { "true" } else { "false" }),
+            Value::Number(n) => push(out, &n.to_string()),
+            Value::String(s) => push(out, s),
+            Value::Array(a) => a.iter().for_each(|x| walk(x, out)),
+            Value::Object(o) => o.values().for_each(|x| walk(x, out)),
+        }
+    }
+    fn push(out: &mut String, s: &str) {
+        if !out.is_empty() {
+            out.push(' ');
+        }
+        out.extend(s.chars().flat_map(char::to_lowercase));
+    }
+    let mut out = String::new();
+    walk(v, &mut out);
+    out
+}
