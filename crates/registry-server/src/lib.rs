@@ -27,6 +27,8 @@ use std::time::{Duration, SystemTime};
 
 use anyhow::Context as _;
 
+use crate::collection::CollectionExt as _;
+
 pub use http::{router, AppState};
 pub use snapshot::{load, LoadError, Snapshot};
 

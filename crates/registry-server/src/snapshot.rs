@@ -12,12 +12,8 @@ use std::time::{Duration, Instant};
 
 use bytes::Bytes;
 use serde_json::Value;
-use sha2::{Digest as _, Sha256};
 
-use crate::collection::Collection;
-
-/// Largest record file read (bytes); a larger file fails the load.
-pub const MAX_FILE_BYTES: u64 = 32 << 20;
+use crate::collection::{Collection, CollectionExt as _};
 
 /// Why a registry directory could not be loaded. Every variant names the file or directory.
 #[derive(Debug, thiserror::Error)]
@@ -93,6 +89,8 @@ pub struct Snapshot {
     pub etag: String,
     /// Wall time of the load.
     pub loaded_in: Duration,
+    /// Files the loader skipped, one line each (`<path>: <message> (<rule>)`).
+    pub problems: Vec<String>,
     cols: [CollectionIndex; 5],
     /// Recipe positions per `hardware_id`.
     pub recipes_by_hardware: HashMap<String, Vec<usize>>,
@@ -197,8 +195,8 @@ pub fn resolve_root(dir: &Path) -> Result<PathBuf, LoadError> {
     Err(LoadError::NotARegistry(dir.to_path_buf()))
 }
 
-/// The record files of the registry under `dir`, as (collection, id, path), sorted. Used by
-/// [`load`] and by `--watch` (which compares their sizes and modification times).
+/// The record files of the registry under `root`, as (collection, file stem, path), sorted.
+/// Used by `--watch`, which compares their sizes and modification times.
 pub fn record_files(root: &Path) -> Result<Vec<(Collection, String, PathBuf)>, LoadError> {
     let mut out = Vec::new();
     for c in Collection::ALL {
@@ -224,12 +222,6 @@ pub fn record_files(root: &Path) -> Result<Vec<(Collection, String, PathBuf)>, L
                 if !entry.file_type().map_err(io)?.is_file() {
                     continue;
                 }
-                if !c.id_is_valid(stem) {
-                    return Err(LoadError::Invalid {
-                        path,
-                        message: format!("file name is not a valid {} id", c.dir()),
-                    });
-                }
                 out.push((c, stem.to_string(), path));
             }
         }
@@ -238,82 +230,58 @@ pub fn record_files(root: &Path) -> Result<Vec<(Collection, String, PathBuf)>, L
     Ok(out)
 }
 
-/// Loads the registry under `dir` (see [`resolve_root`]) into a [`Snapshot`].
+/// Loads the registry under `dir` (see [`resolve_root`]) into a [`Snapshot`], through
+/// [`servebench_registry::Registry::load`] (which normalises legacy spellings such as
+/// `speed_sweeps_ids` → `speed_sweep_ids`).
 ///
-/// Checks: each `*.json` file of a collection directory is a JSON object whose `id` equals the
-/// file stem and matches the collection's id grammar; an id appears once per collection
-/// (across `speed-sweep/` and the legacy `speed-sweeps/`). Other files are ignored.
+/// Files the registry loader skips (invalid JSON, `id` ≠ file stem, duplicate ids) are listed
+/// in [`Snapshot::problems`]; the rest is served.
 ///
-/// Errors: [`LoadError`], naming the offending path.
+/// Errors: [`LoadError`] when the directory is not a registry or cannot be read.
 pub fn load(dir: &Path) -> Result<Snapshot, LoadError> {
     let t0 = Instant::now();
     let root = resolve_root(dir)?;
-    let files = record_files(&root)?;
-    let mut hasher = Sha256::new();
+    let reg = servebench_registry::Registry::load(&root).map_err(|e| LoadError::Invalid {
+        path: root.clone(),
+        message: e.to_string(),
+    })?;
+    let mut problems: Vec<String> = reg
+        .problems
+        .iter()
+        .map(|p| format!("{}: {} ({})", p.path, p.message, p.rule))
+        .collect();
+    let mut hasher = ring::digest::Context::new(&ring::digest::SHA256);
     let mut cols: [CollectionIndex; 5] = Default::default();
-    for (c, id, path) in files {
-        let io = |source| LoadError::Io {
-            path: path.clone(),
-            source,
-        };
-        let meta = std::fs::metadata(&path).map_err(io)?;
-        if meta.len() > MAX_FILE_BYTES {
-            return Err(LoadError::Invalid {
-                path,
-                message: format!("larger than {MAX_FILE_BYTES} bytes"),
-            });
-        }
-        let bytes = std::fs::read(&path).map_err(io)?;
-        let value: Value = serde_json::from_slice(&bytes).map_err(|e| LoadError::Invalid {
-            path: path.clone(),
-            message: e.to_string(),
-        })?;
-        if !value.is_object() {
-            return Err(LoadError::Invalid {
-                path,
-                message: "not a JSON object".into(),
-            });
-        }
-        match value.get("id").and_then(Value::as_str) {
-            Some(v) if v == id => {}
-            Some(v) => {
-                return Err(LoadError::Invalid {
-                    path,
-                    message: format!("id {v:?} differs from the file name {id:?}"),
-                })
-            }
-            None => {
-                return Err(LoadError::Invalid {
-                    path,
-                    message: "no string \"id\"".into(),
-                })
-            }
-        }
+    for c in Collection::ALL {
         let col = &mut cols[c.index()];
-        if col.by_id.contains_key(&id) {
-            return Err(LoadError::Invalid {
-                path,
-                message: format!("duplicate {} id {id:?}", c.dir()),
+        // `records` iterates in id order.
+        for r in reg.records(c) {
+            if !c.id_is_valid(&r.id) {
+                problems.push(format!(
+                    "{}: id {:?} is not a valid {} id ({}); not served (id-grammar)",
+                    r.rel_path,
+                    r.id,
+                    c.dir(),
+                    c.id_grammar()
+                ));
+                continue;
+            }
+            let bytes = serde_json::to_vec(&r.raw).unwrap_or_default();
+            hasher.update(c.dir().as_bytes());
+            hasher.update(&[0]);
+            hasher.update(r.id.as_bytes());
+            hasher.update(&[0]);
+            hasher.update(&(bytes.len() as u64).to_le_bytes());
+            hasher.update(&bytes);
+            col.by_id.insert(r.id.clone(), col.records.len());
+            col.records.push(Record {
+                id: r.id.clone(),
+                search: search_text(&r.raw),
+                value: r.raw.clone(),
+                detail: OnceLock::new(),
+                item: OnceLock::new(),
             });
         }
-        hasher.update(c.dir().as_bytes());
-        hasher.update([0]);
-        hasher.update(id.as_bytes());
-        hasher.update([0]);
-        hasher.update((bytes.len() as u64).to_le_bytes());
-        hasher.update(&bytes);
-        let search = search_text(&value);
-        col.by_id.insert(id.clone(), col.records.len());
-        col.records.push(Record {
-            id,
-            value,
-            search,
-            detail: OnceLock::new(),
-            item: OnceLock::new(),
-        });
-    }
-    // Files were sorted by (collection, id), but a legacy directory interleaves; sort again.
-    for col in &mut cols {
         col.records.sort_by(|a, b| a.id.cmp(&b.id));
         col.by_id = col
             .records
@@ -322,7 +290,8 @@ pub fn load(dir: &Path) -> Result<Snapshot, LoadError> {
             .map(|(i, r)| (r.id.clone(), i))
             .collect();
     }
-    let hash = hex(&hasher.finalize());
+    drop(reg);
+    let hash = hex(hasher.finish().as_ref());
     let group = |c: Collection, key: &str| {
         let mut m: HashMap<String, Vec<usize>> = HashMap::new();
         for (i, r) in cols[c.index()].records.iter().enumerate() {
@@ -341,6 +310,7 @@ pub fn load(dir: &Path) -> Result<Snapshot, LoadError> {
         etag: format!("\"sb-{}\"", &hash[..20]),
         hash,
         loaded_in: t0.elapsed(),
+        problems,
         cols,
         recipes_by_hardware,
         recipes_by_instance,

@@ -1,80 +1,42 @@
-//! The row `status` grammar of speed sweeps: `<verdict>[-<qualifier>]*` (spec §2.7), e.g.
-//! `accepted-cold-prefill`, `rejected-ep4-saturation-regression`, `not-run`.
+//! Row verdicts for display: the registry crate's [`RowVerdict`] grammar
+//! (`<verdict>[-<qualifier>]*`, spec §2.7) with a name and a colour for badges and chart points.
 
-/// The verdict part of a row status.
+use servebench_registry::{RowVerdict, Verdict as RegistryVerdict};
+
+/// The verdict of a row status, or `Unknown` when missing or outside the grammar.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Verdict {
-    Accepted,
-    Rejected,
-    Observed,
-    Reported,
-    Candidate,
-    Blocked,
-    NotRun,
-    MeasurementInvalid,
-    InfraInvalid,
-    /// Missing, or a verdict outside the vocabulary.
+    Known(RegistryVerdict),
     Unknown,
 }
 
 impl Verdict {
-    /// Splits a row status into its verdict and its qualifiers (`accepted-cold-c1` →
-    /// (Accepted, ["cold", "c1"])). Hyphenated verdicts (`not-run`, `measurement-invalid`,
-    /// `infra-invalid`) are matched first.
-    pub fn parse(status: Option<&str>) -> (Verdict, Vec<&str>) {
-        let Some(s) = status else {
-            return (Verdict::Unknown, Vec::new());
-        };
-        for (prefix, v) in [
-            ("measurement-invalid", Verdict::MeasurementInvalid),
-            ("infra-invalid", Verdict::InfraInvalid),
-            ("not-run", Verdict::NotRun),
-        ] {
-            if let Some(rest) = s.strip_prefix(prefix) {
-                if rest.is_empty() || rest.starts_with('-') {
-                    return (v, rest.split('-').filter(|q| !q.is_empty()).collect());
-                }
-            }
-        }
-        let mut parts = s.split('-');
-        let v = match parts.next().unwrap_or("") {
-            "accepted" => Verdict::Accepted,
-            "rejected" => Verdict::Rejected,
-            "observed" => Verdict::Observed,
-            "reported" => Verdict::Reported,
-            "candidate" => Verdict::Candidate,
-            "blocked" => Verdict::Blocked,
-            _ => return (Verdict::Unknown, Vec::new()),
-        };
-        (v, parts.filter(|q| !q.is_empty()).collect())
+    /// The verdict of a row `status` ([`RowVerdict::parse`]).
+    pub fn of(status: Option<&str>) -> Verdict {
+        status
+            .and_then(RowVerdict::parse)
+            .map_or(Verdict::Unknown, |r| Verdict::Known(r.verdict))
     }
 
-    /// The verdict's name as written in statuses.
+    /// The verdict word (`accepted`, `not-run`, ...), `unknown` when unknown.
     pub fn name(self) -> &'static str {
         match self {
-            Verdict::Accepted => "accepted",
-            Verdict::Rejected => "rejected",
-            Verdict::Observed => "observed",
-            Verdict::Reported => "reported",
-            Verdict::Candidate => "candidate",
-            Verdict::Blocked => "blocked",
-            Verdict::NotRun => "not-run",
-            Verdict::MeasurementInvalid => "measurement-invalid",
-            Verdict::InfraInvalid => "infra-invalid",
+            Verdict::Known(v) => v.as_str(),
             Verdict::Unknown => "unknown",
         }
     }
 
-    /// The chart and badge colour of the verdict (CSS colour).
+    /// Badge and chart-point colour (CSS).
     pub fn color(self) -> &'static str {
+        use RegistryVerdict::*;
         match self {
-            Verdict::Accepted => "#1a7f37",
-            Verdict::Rejected => "#cf222e",
-            Verdict::Observed => "#0969da",
-            Verdict::Reported => "#8250df",
-            Verdict::Candidate => "#bf8700",
-            Verdict::Blocked | Verdict::NotRun => "#57606a",
-            Verdict::MeasurementInvalid | Verdict::InfraInvalid => "#953800",
+            Verdict::Known(Accepted) => "#1a7f37",
+            Verdict::Known(Rejected) => "#cf222e",
+            Verdict::Known(Observed) => "#0969da",
+            Verdict::Known(Reported) => "#8250df",
+            Verdict::Known(Candidate) => "#bf8700",
+            Verdict::Known(Blocked | NotRun) => "#57606a",
+            Verdict::Known(MeasurementInvalid | InfraInvalid) => "#953800",
             Verdict::Unknown => "#8c959f",
         }
     }
@@ -82,25 +44,20 @@ impl Verdict {
 
 #[cfg(test)]
 mod tests {
-    use super::Verdict;
+    use super::*;
 
     #[test]
-    fn grammar() {
+    fn statuses() {
         assert_eq!(
-            Verdict::parse(Some("accepted-cold-prefill")),
-            (Verdict::Accepted, vec!["cold", "prefill"])
+            Verdict::of(Some("accepted-cold-prefill")),
+            Verdict::Known(RegistryVerdict::Accepted)
         );
         assert_eq!(
-            Verdict::parse(Some("rejected-ep4-saturation-regression")).0,
-            Verdict::Rejected
+            Verdict::of(Some("rejected-ep4-saturation-regression")).name(),
+            "rejected"
         );
-        assert_eq!(Verdict::parse(Some("not-run")), (Verdict::NotRun, vec![]));
-        assert_eq!(
-            Verdict::parse(Some("measurement-invalid")).0,
-            Verdict::MeasurementInvalid
-        );
-        assert_eq!(Verdict::parse(Some("notarun")).0, Verdict::Unknown);
-        assert_eq!(Verdict::parse(Some("")).0, Verdict::Unknown);
-        assert_eq!(Verdict::parse(None).0, Verdict::Unknown);
+        assert_eq!(Verdict::of(Some("not-run")).name(), "not-run");
+        assert_eq!(Verdict::of(Some("notarun")), Verdict::Unknown);
+        assert_eq!(Verdict::of(None), Verdict::Unknown);
     }
 }

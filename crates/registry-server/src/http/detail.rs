@@ -7,7 +7,7 @@ use serde_json::Value;
 
 use super::error::ApiError;
 use super::{clip, detail_envelope, json_bytes, Ctx};
-use crate::collection::Collection;
+use crate::collection::{Collection, CollectionExt as _};
 use crate::snapshot::Snapshot;
 
 /// The detail `data` of record `i` of `c`, derived fields included.
@@ -67,7 +67,7 @@ mod tests {
             for r in &s.col(c).records {
                 let path = format!("/api/v1/{}/{}", c.plural(), r.id);
                 let b = body(super::get(&s, &ctx(&path), c.plural(), &r.id));
-                insta::assert_snapshot!(format!("{}__{}", c.dir(), r.id), b);
+                insta::assert_snapshot!(format!("{}__{}", c.dir_name(), r.id), b);
             }
         }
     }

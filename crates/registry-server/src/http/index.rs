@@ -7,7 +7,7 @@ use serde_json::{json, Map, Value};
 use super::error::ApiError;
 use super::recipes::{launch_kind, relations};
 use super::{json_bytes, Ctx};
-use crate::collection::Collection;
+use crate::collection::{Collection, CollectionExt as _};
 use crate::snapshot::Snapshot;
 
 /// The resolver rule stored in the registry index (spec §2.1).

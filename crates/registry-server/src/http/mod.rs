@@ -28,7 +28,7 @@ use bytes::Bytes;
 use percent_encoding::percent_decode_str;
 use serde_json::Value;
 
-use crate::collection::Collection;
+use crate::collection::{Collection, CollectionExt as _};
 use crate::snapshot::Snapshot;
 use error::ApiError;
 use query::Params;

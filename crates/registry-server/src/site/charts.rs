@@ -51,7 +51,7 @@ fn point(row: &Value, x: f64, y: f64, what: &str) -> Point {
     Point {
         x,
         y,
-        verdict: Verdict::parse(status).0,
+        verdict: Verdict::of(status),
         label: format!(
             "C={} ctx={} {what}={} ({})",
             num(row, "concurrency").map_or("?".into(), |v| fmt_num(v, 0)),
@@ -248,7 +248,7 @@ pub fn chart(title: &str, x_label: &str, y_label: &str, series: &[Series]) -> Ma
 pub fn verdict_legend(rows: &[Value]) -> Markup {
     let mut seen: Vec<Verdict> = Vec::new();
     for r in rows {
-        let v = Verdict::parse(r.get("status").and_then(Value::as_str)).0;
+        let v = Verdict::of(r.get("status").and_then(Value::as_str));
         if !seen.contains(&v) {
             seen.push(v);
         }
@@ -284,7 +284,7 @@ mod tests {
         let s = decode_vs_c(&rows, "", false, 0);
         assert_eq!(s.len(), 2);
         assert_eq!(s[0].points.len(), 2);
-        assert_eq!(s[0].points[1].verdict, Verdict::Rejected);
+        assert_eq!(s[0].points[1].verdict.name(), "rejected");
         let svg = chart("t", "C", "tok/s", &s).into_string();
         assert!(svg.contains("<polyline"));
         assert!(svg.contains("(log scale)"));

@@ -8,7 +8,7 @@ use maud::{html, Markup};
 use serde_json::Value;
 
 use super::{html_response, layout, pager, tree};
-use crate::collection::Collection;
+use crate::collection::{Collection, CollectionExt as _};
 use crate::http::error::ApiError;
 use crate::http::facets::distinct;
 use crate::http::query::{links, str_at, Params};

@@ -13,7 +13,7 @@ use axum::response::{IntoResponse, Response};
 use maud::{html, Markup, PreEscaped, DOCTYPE};
 use serde_json::Value;
 
-use crate::collection::Collection;
+use crate::collection::{Collection, CollectionExt as _};
 use crate::http::error::ApiError;
 use crate::http::query::matches_terms;
 use crate::http::{clip, display_name, Ctx};

@@ -9,7 +9,7 @@ use serde_json::Value;
 use super::charts::{chart, decode_vs_c, per_user_vs_aggregate, prefill_vs_context, Series};
 use super::sheet::{rows, speed_table, SpeedRow};
 use super::{html_response, layout};
-use crate::collection::Collection;
+use crate::collection::{Collection, CollectionExt as _};
 use crate::http::error::ApiError;
 use crate::http::Ctx;
 use crate::snapshot::{Record, Snapshot};

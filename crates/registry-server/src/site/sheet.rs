@@ -9,7 +9,7 @@ use serde_json::Value;
 
 use super::charts::{chart, decode_vs_c, per_user_vs_aggregate, prefill_vs_context, verdict_legend};
 use super::{html_response, layout, num_cell, tree};
-use crate::collection::Collection;
+use crate::collection::{Collection, CollectionExt as _};
 use crate::http::detail::{data, resolve};
 use crate::http::error::ApiError;
 use crate::http::query::str_at;
@@ -45,7 +45,7 @@ pub fn speed_table(rows: &[SpeedRow<'_>], with_sweep: bool) -> Markup {
             tbody {
                 @for r in rows {
                     @let status = r.row.get("status").and_then(Value::as_str);
-                    @let v = Verdict::parse(status).0;
+                    @let v = Verdict::of(status);
                     tr {
                         (num_cell(r.row.get("concurrency"), 0))
                         (num_cell(r.row.get("context_tokens"), 0))
