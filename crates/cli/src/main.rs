@@ -8,6 +8,7 @@ mod args;
 mod live;
 mod publish;
 mod registry_cmd;
+mod registry_serve;
 mod reports;
 mod selftest;
 mod task;

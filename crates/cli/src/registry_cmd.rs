@@ -46,6 +46,9 @@ pub enum RegistryCommand {
         #[arg(long)]
         check: bool,
     },
+    /// Serve a registry read-only: the /api/v1 JSON API and the site pages (search, record
+    /// sheets with measured-speed tables and charts, hardware compare, sweep overlay).
+    Serve(crate::registry_serve::ServeArgs),
 }
 
 /// Prints `problems` (one line each, paths under `dir`) and returns the exit code.
@@ -95,6 +98,7 @@ pub fn cmd_registry(a: RegistryArgs) -> anyhow::Result<ExitCode> {
             }
             Ok(ExitCode::SUCCESS)
         }
+        RegistryCommand::Serve(a) => crate::registry_serve::cmd_serve(a),
         RegistryCommand::Trust { dir, check } => {
             let mut reg = Registry::load(&dir).map_err(crate::args::usage)?;
             let changes = if check {
