@@ -82,13 +82,20 @@ pub async fn start(
     opts: ServeOptions,
     shutdown: impl Future<Output = ()> + Send + 'static,
 ) -> anyhow::Result<Running> {
+    // The watcher's first fingerprint is taken before the load, so a change made while loading
+    // triggers a reload rather than being missed.
+    let first = if opts.watch {
+        fingerprint(&opts.dir)
+    } else {
+        None
+    };
     let snap = load(&opts.dir)?;
     let listener = tokio::net::TcpListener::bind((opts.host, opts.port))
         .await
         .with_context(|| format!("cannot bind {}:{}", opts.host, opts.port))?;
     let addr = listener.local_addr()?;
     let state = AppState::new(snap, addr.to_string());
-    spawn_reloaders(&opts, state.clone());
+    spawn_reloaders(&opts, state.clone(), first);
     let app = router(state.clone());
     let task = tokio::spawn(async move {
         axum::serve(listener, app)
@@ -133,7 +140,11 @@ fn fingerprint(dir: &std::path::Path) -> Option<Vec<(String, u64, Option<SystemT
     )
 }
 
-fn spawn_reloaders(opts: &ServeOptions, state: Arc<AppState>) {
+fn spawn_reloaders(
+    opts: &ServeOptions,
+    state: Arc<AppState>,
+    first: Option<Vec<(String, u64, Option<SystemTime>)>>,
+) {
     #[cfg(unix)]
     {
         let dir = opts.dir.clone();
@@ -153,13 +164,7 @@ fn spawn_reloaders(opts: &ServeOptions, state: Arc<AppState>) {
         let dir = opts.dir.clone();
         let every = opts.watch_interval;
         tokio::spawn(async move {
-            let mut last = {
-                let d = dir.clone();
-                tokio::task::spawn_blocking(move || fingerprint(&d))
-                    .await
-                    .ok()
-                    .flatten()
-            };
+            let mut last = first;
             loop {
                 tokio::time::sleep(every).await;
                 let d = dir.clone();
