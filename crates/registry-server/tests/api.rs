@@ -131,7 +131,7 @@ async fn discovery_lists_routes_that_answer() {
     assert_eq!(v["data"]["version"], "v1");
     assert_eq!(v["meta"]["source"], "registry");
     for k in ["hardware", "model", "model_instance", "recipe", "speed_sweep"] {
-        assert_eq!(v["meta"]["counts"][k], 1, "{k}");
+        assert_eq!(v["meta"]["counts"][k], 2, "{k}: the seed's records and a published simulator run");
     }
     let routes = v["data"]["routes"].as_object().unwrap();
     for key in [
@@ -213,6 +213,9 @@ async fn recipe_detail_derives_registry_and_relationships() {
     );
     assert_eq!(inst["data"]["credits"]["artifact"]["publisher"], "0xSero");
     let hw = get(&s, "/api/v1/hardware/rtx-pro-6000-blackwell-96gb").await.json();
+    // The published simulator run: its recipe resolves its sweep through `speed_sweep_ids`.
+    let sim = get(&s, "/api/v1/recipes/servebench-sim-builtin-tp1").await.json();
+    assert_eq!(sim["data"]["registry"]["speed_evidence"]["count"], 1);
     assert_eq!(hw["data"]["recipe_count"], 1);
     assert_eq!(hw["data"]["relationships"]["recipes"][0]["status"], "candidate");
 }
@@ -561,9 +564,9 @@ async fn bad_queries_are_400_or_414() {
 async fn index_and_facets() {
     let s = example();
     let v = get(&s, "/api/v1/index").await.json();
-    assert_eq!(v["data"]["collections"]["speed-sweep"], json!([SWEEP]));
-    assert_eq!(v["data"]["counts"]["recipe"], 1);
-    let row = &v["data"]["recipes"][0];
+    assert!(v["data"]["collections"]["speed-sweep"].as_array().unwrap().contains(&json!(SWEEP)));
+    assert_eq!(v["data"]["counts"]["recipe"], 2);
+    let row = v["data"]["recipes"].as_array().unwrap().iter().find(|r| r["id"] == RECIPE).unwrap();
     assert_eq!(row["id"], RECIPE);
     assert_eq!(row["has_evidence"], true);
     assert_eq!(row["engine"], "sglang");
