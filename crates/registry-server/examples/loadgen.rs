@@ -81,10 +81,11 @@ async fn connection(
 ) -> (Vec<u32>, u64) {
     let stream = tokio::net::TcpStream::connect(addr).await.expect("connect");
     stream.set_nodelay(true).ok();
-    let (mut sender, conn) =
-        hyper::client::conn::http1::handshake::<_, Empty<Bytes>>(hyper_util::rt::TokioIo::new(stream))
-            .await
-            .expect("handshake");
+    let (mut sender, conn) = hyper::client::conn::http1::handshake::<_, Empty<Bytes>>(
+        hyper_util::rt::TokioIo::new(stream),
+    )
+    .await
+    .expect("handshake");
     tokio::spawn(conn);
     let mut lat_us = Vec::new();
     let mut errors = 0u64;
@@ -142,7 +143,37 @@ fn main() {
         first.loaded_in.as_secs_f64() * 1e3,
         second.loaded_in.as_secs_f64() * 1e3
     );
-    drop((first, second));
+    drop(first);
+    if std::env::var_os("LOADGEN_PROFILE").is_some() {
+        // Server-side cost per query, one request at a time, no network.
+        let state = servebench_registry_server::AppState::new(second, "127.0.0.1:1");
+        let rt = tokio::runtime::Builder::new_current_thread()
+            .build()
+            .expect("rt");
+        for q in QUERIES {
+            let mut best = f64::INFINITY;
+            let t0 = Instant::now();
+            for _ in 0..50 {
+                let t = Instant::now();
+                let req = hyper::Request::get(q)
+                    .body(axum::body::Body::empty())
+                    .expect("req");
+                let r = rt.block_on(tower::ServiceExt::oneshot(
+                    servebench_registry_server::router(state.clone()),
+                    req,
+                ));
+                let _ = rt.block_on(r.expect("resp").into_body().collect());
+                best = best.min(t.elapsed().as_secs_f64());
+            }
+            println!(
+                "{q}: mean {:.3} ms, best {:.3} ms",
+                t0.elapsed().as_secs_f64() * 1e3 / 50.0,
+                best * 1e3
+            );
+        }
+        return;
+    }
+    drop(second);
 
     let server_rt = tokio::runtime::Builder::new_multi_thread()
         .worker_threads(2)
@@ -178,7 +209,15 @@ fn main() {
         let start = Instant::now() + Duration::from_millis(100);
         let tasks: Vec<_> = (0..a.connections)
             .map(|c| {
-                tokio::spawn(connection(addr, c, a.connections, a.rate, start, warmup, end))
+                tokio::spawn(connection(
+                    addr,
+                    c,
+                    a.connections,
+                    a.rate,
+                    start,
+                    warmup,
+                    end,
+                ))
             })
             .collect();
         let mut all = Vec::new();

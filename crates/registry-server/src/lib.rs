@@ -174,8 +174,8 @@ fn spawn_reloaders(
                     .flatten();
                 if now.is_some() && now != last {
                     let (d, s) = (dir.clone(), state.clone());
-                    let _ = tokio::task::spawn_blocking(move || reload(&d, &s, "files changed"))
-                        .await;
+                    let _ =
+                        tokio::task::spawn_blocking(move || reload(&d, &s, "files changed")).await;
                     last = now;
                 }
             }

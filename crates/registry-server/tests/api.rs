@@ -101,7 +101,12 @@ fn files(dir: &str) -> Vec<Value> {
 
 async fn total(uri: &str) -> u64 {
     let r = get(&generated().1, uri).await;
-    assert_eq!(r.status, StatusCode::OK, "{uri}: {}", String::from_utf8_lossy(&r.body));
+    assert_eq!(
+        r.status,
+        StatusCode::OK,
+        "{uri}: {}",
+        String::from_utf8_lossy(&r.body)
+    );
     r.json()["meta"]["total"].as_u64().unwrap()
 }
 
@@ -117,7 +122,11 @@ async fn seed_record_reads_back_in_the_seed_shape() {
     for name in ["speed-sweep", "speed-sweeps", "speed_sweeps"] {
         let r = get(&s, &format!("/api/v1/{name}/{SWEEP}")).await;
         assert_eq!(r.status, StatusCode::OK, "{name}");
-        assert_eq!(r.json(), seed, "/api/v1/{name}/{SWEEP} differs from the seed");
+        assert_eq!(
+            r.json(),
+            seed,
+            "/api/v1/{name}/{SWEEP} differs from the seed"
+        );
     }
 }
 
@@ -130,8 +139,17 @@ async fn discovery_lists_routes_that_answer() {
     assert_eq!(v["data"]["read_only"], true);
     assert_eq!(v["data"]["version"], "v1");
     assert_eq!(v["meta"]["source"], "registry");
-    for k in ["hardware", "model", "model_instance", "recipe", "speed_sweep"] {
-        assert_eq!(v["meta"]["counts"][k], 2, "{k}: the seed's records and a published simulator run");
+    for k in [
+        "hardware",
+        "model",
+        "model_instance",
+        "recipe",
+        "speed_sweep",
+    ] {
+        assert_eq!(
+            v["meta"]["counts"][k], 2,
+            "{k}: the seed's records and a published simulator run"
+        );
     }
     let routes = v["data"]["routes"].as_object().unwrap();
     for key in [
@@ -155,7 +173,10 @@ async fn discovery_lists_routes_that_answer() {
 async fn details_answer_singular_and_plural_names() {
     let s = example();
     let cases = [
-        (&["hardware", "hardwares"][..], "rtx-pro-6000-blackwell-96gb"),
+        (
+            &["hardware", "hardwares"][..],
+            "rtx-pro-6000-blackwell-96gb",
+        ),
         (&["model", "models"][..], "glm-5-3-flash"),
         (
             &["model-instance", "model-instances", "model_instances"][..],
@@ -184,14 +205,25 @@ async fn recipe_detail_derives_registry_and_relationships() {
     let s = example();
     let v = get(&s, &format!("/api/v1/recipes/{RECIPE}")).await.json();
     let d = &v["data"];
-    assert_eq!(d["registry"]["launchable"], false, "a candidate is not launchable");
+    assert_eq!(
+        d["registry"]["launchable"], false,
+        "a candidate is not launchable"
+    );
     assert_eq!(d["registry"]["runtime"], "docker");
     assert_eq!(d["registry"]["speed_evidence"]["available"], true);
-    assert_eq!(d["registry"]["speed_evidence"]["speed_sweep_ids"], json!([SWEEP]));
+    assert_eq!(
+        d["registry"]["speed_evidence"]["speed_sweep_ids"],
+        json!([SWEEP])
+    );
     // The stored recipe uses the legacy `speed_sweeps_ids`; the evidence still resolves.
-    let url = d["registry"]["speed_evidence"]["detail_urls"][0].as_str().unwrap();
+    let url = d["registry"]["speed_evidence"]["detail_urls"][0]
+        .as_str()
+        .unwrap();
     assert_eq!(get(&s, url).await.status, StatusCode::OK);
-    assert_eq!(d["relationships"]["hardware"]["id"], "rtx-pro-6000-blackwell-96gb");
+    assert_eq!(
+        d["relationships"]["hardware"]["id"],
+        "rtx-pro-6000-blackwell-96gb"
+    );
     assert_eq!(d["relationships"]["model"]["id"], "glm-5-3-flash");
     assert_eq!(
         d["huggingface"]["repository"], "0xSero/GLM-5.3-Flash-EXL3-Q4",
@@ -212,12 +244,19 @@ async fn recipe_detail_derives_registry_and_relationships() {
         "https://huggingface.co/0xSero/GLM-5.3-Flash-EXL3-Q4"
     );
     assert_eq!(inst["data"]["credits"]["artifact"]["publisher"], "0xSero");
-    let hw = get(&s, "/api/v1/hardware/rtx-pro-6000-blackwell-96gb").await.json();
+    let hw = get(&s, "/api/v1/hardware/rtx-pro-6000-blackwell-96gb")
+        .await
+        .json();
     // The published simulator run: its recipe resolves its sweep through `speed_sweep_ids`.
-    let sim = get(&s, "/api/v1/recipes/servebench-sim-builtin-tp1").await.json();
+    let sim = get(&s, "/api/v1/recipes/servebench-sim-builtin-tp1")
+        .await
+        .json();
     assert_eq!(sim["data"]["registry"]["speed_evidence"]["count"], 1);
     assert_eq!(hw["data"]["recipe_count"], 1);
-    assert_eq!(hw["data"]["relationships"]["recipes"][0]["status"], "candidate");
+    assert_eq!(
+        hw["data"]["relationships"]["recipes"][0]["status"],
+        "candidate"
+    );
 }
 
 #[tokio::test]
@@ -241,7 +280,9 @@ async fn not_found_is_one_json_shape() {
         assert_eq!(r.status, StatusCode::NOT_FOUND, "{uri}");
         let v = r.json();
         assert_eq!(v["error"]["code"], "not_found", "{uri}");
-        assert!(v["error"]["message"].as_str().is_some_and(|m| !m.is_empty()));
+        assert!(v["error"]["message"]
+            .as_str()
+            .is_some_and(|m| !m.is_empty()));
         assert_eq!(r.header(header::ACCESS_CONTROL_ALLOW_ORIGIN), Some("*"));
         assert!(r.header(header::ETAG).is_none(), "no ETag on errors");
     }
@@ -250,7 +291,13 @@ async fn not_found_is_one_json_shape() {
 #[tokio::test]
 async fn only_get_and_head() {
     let s = example();
-    for m in [Method::POST, Method::PUT, Method::DELETE, Method::PATCH, Method::OPTIONS] {
+    for m in [
+        Method::POST,
+        Method::PUT,
+        Method::DELETE,
+        Method::PATCH,
+        Method::OPTIONS,
+    ] {
         for uri in ["/api/v1", "/api/v1/models", "/", "/nope"] {
             let r = send(
                 &s,
@@ -296,7 +343,12 @@ async fn headers_etag_and_304() {
     let etag = r.header(header::ETAG).unwrap().to_string();
     assert!(etag.starts_with("\"sb-"));
     assert!(s.current().hash.starts_with(&etag[4..etag.len() - 1]));
-    for inm in [etag.clone(), format!("W/{etag}"), format!("\"x\", {etag}"), "*".into()] {
+    for inm in [
+        etag.clone(),
+        format!("W/{etag}"),
+        format!("\"x\", {etag}"),
+        "*".into(),
+    ] {
         let r = send(
             &s,
             Request::get("/api/v1/models")
@@ -360,40 +412,73 @@ async fn pagination_edges() {
         "http://registry.test:8787/api/v1/recipes?limit=25&offset=25"
     );
     assert_eq!(v["links"]["previous"], Value::Null);
-    for (q, limit) in [("limit=0", 1), ("limit=-3", 1), ("limit=1000", 100), ("limit=abc", 25), ("limit=2.9", 2), ("limit=", 25)] {
+    for (q, limit) in [
+        ("limit=0", 1),
+        ("limit=-3", 1),
+        ("limit=1000", 100),
+        ("limit=abc", 25),
+        ("limit=2.9", 2),
+        ("limit=", 25),
+    ] {
         let v = get(s, &format!("/api/v1/recipes?{q}")).await.json();
         assert_eq!(v["meta"]["limit"], limit, "{q}");
         assert_eq!(v["data"].as_array().unwrap().len(), limit, "{q}");
     }
     // The last page, exactly.
     let last = (n - 1) / 10 * 10;
-    let v = get(s, &format!("/api/v1/recipes?limit=10&offset={last}")).await.json();
+    let v = get(s, &format!("/api/v1/recipes?limit=10&offset={last}"))
+        .await
+        .json();
     assert_eq!(v["meta"]["returned"], n - last);
     assert_eq!(v["links"]["next"], Value::Null);
     assert_eq!(
         v["links"]["previous"],
-        format!("http://registry.test:8787/api/v1/recipes?limit=10&offset={}", last - 10)
+        format!(
+            "http://registry.test:8787/api/v1/recipes?limit=10&offset={}",
+            last - 10
+        )
     );
     // Past the end: empty page, previous clamps to max(0, offset - limit).
     let v = get(s, "/api/v1/recipes?offset=100000&limit=5").await.json();
     assert_eq!(v["meta"]["returned"], 0);
     assert_eq!(v["links"]["next"], Value::Null);
-    assert!(v["links"]["previous"].as_str().unwrap().contains("offset=99995&limit=5"));
+    assert!(v["links"]["previous"]
+        .as_str()
+        .unwrap()
+        .contains("offset=99995&limit=5"));
     let v = get(s, "/api/v1/recipes?offset=3&limit=10").await.json();
-    assert!(v["links"]["previous"].as_str().unwrap().ends_with("offset=0&limit=10"));
+    assert!(v["links"]["previous"]
+        .as_str()
+        .unwrap()
+        .ends_with("offset=0&limit=10"));
     // Other parameters are kept in the links; consecutive pages do not overlap.
-    let a = get(s, "/api/v1/recipes?status=candidate&limit=7").await.json();
+    let a = get(s, "/api/v1/recipes?status=candidate&limit=7")
+        .await
+        .json();
     let next = a["links"]["next"].as_str().unwrap();
-    assert!(next.starts_with("http://registry.test:8787/api/v1/recipes?status=candidate&limit=7&offset=7"));
+    assert!(next
+        .starts_with("http://registry.test:8787/api/v1/recipes?status=candidate&limit=7&offset=7"));
     let path = next.trim_start_matches("http://registry.test:8787");
     let b = get(s, path).await.json();
     let ids = |v: &Value| -> Vec<String> {
-        v["data"].as_array().unwrap().iter().map(|x| x["id"].as_str().unwrap().to_string()).collect()
+        v["data"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .map(|x| x["id"].as_str().unwrap().to_string())
+            .collect()
     };
     assert!(ids(&a).iter().all(|i| !ids(&b).contains(i)));
     // Without a usable Host header the bound address is used.
-    let r = send(s, Request::get("/api/v1/recipes").body(Body::empty()).unwrap()).await;
-    assert!(r.json()["links"]["next"].as_str().unwrap().starts_with("http://fallback:1/"));
+    let r = send(
+        s,
+        Request::get("/api/v1/recipes").body(Body::empty()).unwrap(),
+    )
+    .await;
+    assert!(r.json()["links"]["next"]
+        .as_str()
+        .unwrap()
+        .starts_with("http://fallback:1/"));
 }
 
 #[tokio::test]
@@ -401,10 +486,22 @@ async fn hardware_filters() {
     let hw = files("hardware");
     let count = |f: &dyn Fn(&Value) -> bool| hw.iter().filter(|h| f(h)).count() as u64;
     assert_eq!(total("/api/v1/hardware?limit=1").await, hw.len() as u64);
-    assert_eq!(total("/api/v1/hardware?vendor=NVIDIA").await, count(&|h| h["vendor"] == "nvidia"));
-    assert_eq!(total("/api/v1/hardware?backend=metal").await, count(&|h| h["accelerator_backend"] == "metal"));
-    assert_eq!(total("/api/v1/hardware?kind=unified").await, count(&|h| h["kind"] == "unified"));
-    assert_eq!(total("/api/v1/hardware?family=gen-family-1").await, count(&|h| h["family"] == "gen-family-1"));
+    assert_eq!(
+        total("/api/v1/hardware?vendor=NVIDIA").await,
+        count(&|h| h["vendor"] == "nvidia")
+    );
+    assert_eq!(
+        total("/api/v1/hardware?backend=metal").await,
+        count(&|h| h["accelerator_backend"] == "metal")
+    );
+    assert_eq!(
+        total("/api/v1/hardware?kind=unified").await,
+        count(&|h| h["kind"] == "unified")
+    );
+    assert_eq!(
+        total("/api/v1/hardware?family=gen-family-1").await,
+        count(&|h| h["family"] == "gen-family-1")
+    );
     // Inclusive bounds: 24 and 48 are both generated VRAM sizes.
     let vram = |h: &Value| h["memory"]["vram_gb"].as_f64().unwrap();
     assert_eq!(
@@ -412,13 +509,29 @@ async fn hardware_filters() {
         count(&|h| (24.0..=48.0).contains(&vram(h)))
     );
     assert!(count(&|h| vram(h) == 24.0) > 0);
-    assert_eq!(total("/api/v1/hardware?min_vram_gb=inf").await, hw.len() as u64, "non-finite ignored");
-    assert_eq!(total("/api/v1/hardware?priced_only=true").await, count(&|h| h["commercial"]["msrp"]["amount"].is_number()));
+    assert_eq!(
+        total("/api/v1/hardware?min_vram_gb=inf").await,
+        hw.len() as u64,
+        "non-finite ignored"
+    );
+    assert_eq!(
+        total("/api/v1/hardware?priced_only=true").await,
+        count(&|h| h["commercial"]["msrp"]["amount"].is_number())
+    );
     let recipes = files("recipe");
     let has = |h: &Value| recipes.iter().any(|r| r["hardware_id"] == h["id"]);
-    assert_eq!(total("/api/v1/hardware?has_recipes=true").await, count(&has));
-    assert_eq!(total("/api/v1/hardware?has_recipes=false").await, count(&|h| !has(h)));
-    assert_eq!(total("/api/v1/hardware?q=generated%20nvidia%20card").await, count(&|h| h["vendor"] == "nvidia"));
+    assert_eq!(
+        total("/api/v1/hardware?has_recipes=true").await,
+        count(&has)
+    );
+    assert_eq!(
+        total("/api/v1/hardware?has_recipes=false").await,
+        count(&|h| !has(h))
+    );
+    assert_eq!(
+        total("/api/v1/hardware?q=generated%20nvidia%20card").await,
+        count(&|h| h["vendor"] == "nvidia")
+    );
     assert_eq!(total("/api/v1/hardware?q=GENERATED+nvidia+zzz").await, 0);
 }
 
@@ -426,23 +539,55 @@ async fn hardware_filters() {
 async fn model_and_instance_filters() {
     let models = files("model");
     let count = |v: &[Value], f: &dyn Fn(&Value) -> bool| v.iter().filter(|h| f(h)).count() as u64;
-    assert_eq!(total("/api/v1/models?family=GENFAM3").await, count(&models, &|m| m["family"] == "genfam3"));
-    assert_eq!(total("/api/v1/models?architecture=moe").await, count(&models, &|m| m["architecture"] == "moe"));
-    assert_eq!(total("/api/v1/models?architecture=unknown").await, count(&models, &|m| m["architecture"].is_null()));
+    assert_eq!(
+        total("/api/v1/models?family=GENFAM3").await,
+        count(&models, &|m| m["family"] == "genfam3")
+    );
+    assert_eq!(
+        total("/api/v1/models?architecture=moe").await,
+        count(&models, &|m| m["architecture"] == "moe")
+    );
+    assert_eq!(
+        total("/api/v1/models?architecture=unknown").await,
+        count(&models, &|m| m["architecture"].is_null())
+    );
     // Sort: downloads.last_30d descending, models without downloads last.
     let v = get(&generated().1, "/api/v1/models?limit=100").await.json();
-    let d: Vec<Option<f64>> = v["data"].as_array().unwrap().iter().map(|m| m["downloads"]["last_30d"].as_f64()).collect();
+    let d: Vec<Option<f64>> = v["data"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|m| m["downloads"]["last_30d"].as_f64())
+        .collect();
     let known: Vec<f64> = d.iter().map_while(|x| *x).collect();
     assert!(known.windows(2).all(|w| w[0] >= w[1]));
     assert!(d[known.len()..].iter().all(Option::is_none));
 
     let inst = files("model-instance");
-    assert_eq!(total("/api/v1/model-instances?model_id=gen-model-3").await, count(&inst, &|i| i["model_id"] == "gen-model-3"));
-    assert_eq!(total("/api/v1/model-instances?kind=quant").await, count(&inst, &|i| i["kind"] == "quant"));
-    assert_eq!(total("/api/v1/model-instances?precision=FP8").await, count(&inst, &|i| i["weights"]["precision"] == "fp8"));
-    assert_eq!(total("/api/v1/model-instances?format=gguf").await, count(&inst, &|i| i["weights"]["format"] == "gguf"));
-    assert_eq!(total("/api/v1/model-instances?huggingface_status=unknown").await, inst.len() as u64);
-    assert_eq!(total("/api/v1/model-instances?huggingface_link_type=search").await, 0);
+    assert_eq!(
+        total("/api/v1/model-instances?model_id=gen-model-3").await,
+        count(&inst, &|i| i["model_id"] == "gen-model-3")
+    );
+    assert_eq!(
+        total("/api/v1/model-instances?kind=quant").await,
+        count(&inst, &|i| i["kind"] == "quant")
+    );
+    assert_eq!(
+        total("/api/v1/model-instances?precision=FP8").await,
+        count(&inst, &|i| i["weights"]["precision"] == "fp8")
+    );
+    assert_eq!(
+        total("/api/v1/model-instances?format=gguf").await,
+        count(&inst, &|i| i["weights"]["format"] == "gguf")
+    );
+    assert_eq!(
+        total("/api/v1/model-instances?huggingface_status=unknown").await,
+        inst.len() as u64
+    );
+    assert_eq!(
+        total("/api/v1/model-instances?huggingface_link_type=search").await,
+        0
+    );
 }
 
 #[tokio::test]
@@ -453,26 +598,67 @@ async fn recipe_filters() {
     let sweeps = files("speed-sweep");
     let find = |v: &[Value], id: &Value| v.iter().find(|x| x["id"] == *id).cloned().unwrap();
     let count = |f: &dyn Fn(&Value) -> bool| recipes.iter().filter(|r| f(r)).count() as u64;
-    assert_eq!(total("/api/v1/compatibility?limit=1").await, recipes.len() as u64);
-    assert_eq!(total("/api/v1/recipes?status=Validated").await, count(&|r| r["status"] == "validated"));
-    assert_eq!(total("/api/v1/recipes?engine=llama-cpp").await, count(&|r| r["engine"]["name"] == "llama.cpp"), "engine names normalised");
-    assert_eq!(total("/api/v1/recipes?launch_kind=script").await, count(&|r| r["launch"]["kind"] == "script"));
-    assert_eq!(total("/api/v1/recipes?hardware_count=2").await, count(&|r| r["hardware_count"] == 2));
-    assert_eq!(total("/api/v1/recipes?hardware_id=gen-nvidia-card-0-8gb").await, count(&|r| r["hardware_id"] == "gen-nvidia-card-0-8gb"));
-    assert_eq!(total("/api/v1/recipes?model_instance_id=gen-owner-model-1--v1").await, count(&|r| r["model_instance_id"] == "gen-owner-model-1--v1"));
+    assert_eq!(
+        total("/api/v1/compatibility?limit=1").await,
+        recipes.len() as u64
+    );
+    assert_eq!(
+        total("/api/v1/recipes?status=Validated").await,
+        count(&|r| r["status"] == "validated")
+    );
+    assert_eq!(
+        total("/api/v1/recipes?engine=llama-cpp").await,
+        count(&|r| r["engine"]["name"] == "llama.cpp"),
+        "engine names normalised"
+    );
+    assert_eq!(
+        total("/api/v1/recipes?launch_kind=script").await,
+        count(&|r| r["launch"]["kind"] == "script")
+    );
+    assert_eq!(
+        total("/api/v1/recipes?hardware_count=2").await,
+        count(&|r| r["hardware_count"] == 2)
+    );
+    assert_eq!(
+        total("/api/v1/recipes?hardware_id=gen-nvidia-card-0-8gb").await,
+        count(&|r| r["hardware_id"] == "gen-nvidia-card-0-8gb")
+    );
+    assert_eq!(
+        total("/api/v1/recipes?model_instance_id=gen-owner-model-1--v1").await,
+        count(&|r| r["model_instance_id"] == "gen-owner-model-1--v1")
+    );
     let model_of = |r: &Value| find(&inst, &r["model_instance_id"])["model_id"].clone();
-    assert_eq!(total("/api/v1/recipes?model_id=gen-model-2").await, count(&|r| model_of(r) == "gen-model-2"));
-    assert_eq!(total("/api/v1/recipes?precision=bf16").await, count(&|r| find(&inst, &r["model_instance_id"])["weights"]["precision"] == "bf16"));
-    assert_eq!(total("/api/v1/recipes?instance_kind=base").await, count(&|r| find(&inst, &r["model_instance_id"])["kind"] == "base"));
+    assert_eq!(
+        total("/api/v1/recipes?model_id=gen-model-2").await,
+        count(&|r| model_of(r) == "gen-model-2")
+    );
+    assert_eq!(
+        total("/api/v1/recipes?precision=bf16").await,
+        count(&|r| find(&inst, &r["model_instance_id"])["weights"]["precision"] == "bf16")
+    );
+    assert_eq!(
+        total("/api/v1/recipes?instance_kind=base").await,
+        count(&|r| find(&inst, &r["model_instance_id"])["kind"] == "base")
+    );
     let hw_of = |r: &Value| find(&hw, &r["hardware_id"]);
-    assert_eq!(total("/api/v1/recipes?vendor=apple").await, count(&|r| hw_of(r)["vendor"] == "apple"));
-    assert_eq!(total("/api/v1/recipes?backend=amd-rocm").await, count(&|r| hw_of(r)["accelerator_backend"] == "amd-rocm"));
+    assert_eq!(
+        total("/api/v1/recipes?vendor=apple").await,
+        count(&|r| hw_of(r)["vendor"] == "apple")
+    );
+    assert_eq!(
+        total("/api/v1/recipes?backend=amd-rocm").await,
+        count(&|r| hw_of(r)["accelerator_backend"] == "amd-rocm")
+    );
     assert_eq!(
         total("/api/v1/recipes?min_vram_gb=16&max_vram_gb=32").await,
         count(&|r| (16.0..=32.0).contains(&hw_of(r)["memory"]["vram_gb"].as_f64().unwrap()))
     );
     for cap in ["chat", "reasoning", "tools", "vision"] {
-        for (q, want) in [("true", json!(true)), ("false", json!(false)), ("unknown", Value::Null)] {
+        for (q, want) in [
+            ("true", json!(true)),
+            ("false", json!(false)),
+            ("unknown", Value::Null),
+        ] {
             assert_eq!(
                 total(&format!("/api/v1/recipes?{cap}={q}")).await,
                 count(&|r| r["capabilities"][cap] == want),
@@ -481,32 +667,95 @@ async fn recipe_filters() {
         }
     }
     let has_sweep = |r: &Value| sweeps.iter().any(|s| s["recipe_id"] == r["id"]);
-    assert_eq!(total("/api/v1/recipes?evidence=true").await, count(&has_sweep));
-    assert_eq!(total("/api/v1/recipes?evidence=false").await, count(&|r| !has_sweep(r)));
+    assert_eq!(
+        total("/api/v1/recipes?evidence=true").await,
+        count(&has_sweep)
+    );
+    assert_eq!(
+        total("/api/v1/recipes?evidence=false").await,
+        count(&|r| !has_sweep(r))
+    );
     let launchable = |r: &Value| r["status"] == "validated" && r["launch"]["kind"] != "reference";
-    assert_eq!(total("/api/v1/recipes?launchable=true").await, count(&launchable));
-    assert_eq!(total("/api/v1/recipes?launchable=false").await, count(&|r| !launchable(r)));
+    assert_eq!(
+        total("/api/v1/recipes?launchable=true").await,
+        count(&launchable)
+    );
+    assert_eq!(
+        total("/api/v1/recipes?launchable=false").await,
+        count(&|r| !launchable(r))
+    );
     let k = |r: &Value| r["launch"]["kind"].as_str().unwrap().to_string();
-    assert_eq!(total("/api/v1/recipes?runtime=docker").await, count(&|r| k(r) == "docker" || k(r) == "docker-compose"));
-    assert_eq!(total("/api/v1/recipes?runtime=native").await, count(&|r| k(r) == "script"));
-    assert_eq!(total("/api/v1/recipes?runtime=reference").await, count(&|r| k(r) == "reference"));
-    assert_eq!(total("/api/v1/recipes?model=GENERATED%20MODEL%203").await, {
-        let names: Vec<String> = files("model").iter().filter(|m| m["name"].as_str().unwrap().to_lowercase().contains("generated model 3")).map(|m| m["id"].as_str().unwrap().to_string()).collect();
-        count(&|r| names.iter().any(|n| model_of(r) == n.as_str()))
-    });
-    assert_eq!(total("/api/v1/recipes?hardware=gen-family-2").await, count(&|r| hw_of(r)["family"] == "gen-family-2"));
-    assert_eq!(total("/api/v1/recipes?q=sglang%20validated").await, count(&|r| r["engine"]["name"] == "sglang" && r["status"] == "validated"));
-    assert_eq!(total("/api/v1/recipes?status=&engine=").await, recipes.len() as u64, "empty filters match all");
+    assert_eq!(
+        total("/api/v1/recipes?runtime=docker").await,
+        count(&|r| k(r) == "docker" || k(r) == "docker-compose")
+    );
+    assert_eq!(
+        total("/api/v1/recipes?runtime=native").await,
+        count(&|r| k(r) == "script")
+    );
+    assert_eq!(
+        total("/api/v1/recipes?runtime=reference").await,
+        count(&|r| k(r) == "reference")
+    );
+    assert_eq!(
+        total("/api/v1/recipes?model=GENERATED%20MODEL%203").await,
+        {
+            let names: Vec<String> = files("model")
+                .iter()
+                .filter(|m| {
+                    m["name"]
+                        .as_str()
+                        .unwrap()
+                        .to_lowercase()
+                        .contains("generated model 3")
+                })
+                .map(|m| m["id"].as_str().unwrap().to_string())
+                .collect();
+            count(&|r| names.iter().any(|n| model_of(r) == n.as_str()))
+        }
+    );
+    assert_eq!(
+        total("/api/v1/recipes?hardware=gen-family-2").await,
+        count(&|r| hw_of(r)["family"] == "gen-family-2")
+    );
+    assert_eq!(
+        total("/api/v1/recipes?q=sglang%20validated").await,
+        count(&|r| r["engine"]["name"] == "sglang" && r["status"] == "validated")
+    );
+    assert_eq!(
+        total("/api/v1/recipes?status=&engine=").await,
+        recipes.len() as u64,
+        "empty filters match all"
+    );
     // Items are compatibility results with the derived fields.
-    let v = get(&generated().1, "/api/v1/recipes?limit=1&launchable=true").await.json();
+    let v = get(&generated().1, "/api/v1/recipes?limit=1&launchable=true")
+        .await
+        .json();
     let item = &v["data"][0];
-    for k in ["id", "launchable", "runtime", "model", "model_instance", "hardware", "recipe", "speed_evidence", "links"] {
+    for k in [
+        "id",
+        "launchable",
+        "runtime",
+        "model",
+        "model_instance",
+        "hardware",
+        "recipe",
+        "speed_evidence",
+        "links",
+    ] {
         assert!(item.get(k).is_some(), "{k}");
     }
     assert_eq!(item["launchable"], true);
     // sort_by=model orders by model name first.
-    let v = get(&generated().1, "/api/v1/recipes?sort_by=model&limit=100").await.json();
-    let names: Vec<String> = v["data"].as_array().unwrap().iter().map(|x| x["model"]["name"].as_str().unwrap().to_string()).collect();
+    let v = get(&generated().1, "/api/v1/recipes?sort_by=model&limit=100")
+        .await
+        .json();
+    let names: Vec<String> = v["data"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|x| x["model"]["name"].as_str().unwrap().to_string())
+        .collect();
     let mut sorted = names.clone();
     sorted.sort_by(|a, b| natural(a, b));
     assert_eq!(names, sorted);
@@ -515,8 +764,18 @@ async fn recipe_filters() {
 fn natural(a: &str, b: &str) -> std::cmp::Ordering {
     // Digit runs by value: "Generated Model 2" < "Generated Model 10".
     let key = |s: &str| -> (String, u64) {
-        let digits: String = s.chars().rev().take_while(char::is_ascii_digit).collect::<Vec<_>>().into_iter().rev().collect();
-        (s[..s.len() - digits.len()].to_lowercase(), digits.parse().unwrap_or(0))
+        let digits: String = s
+            .chars()
+            .rev()
+            .take_while(char::is_ascii_digit)
+            .collect::<Vec<_>>()
+            .into_iter()
+            .rev()
+            .collect();
+        (
+            s[..s.len() - digits.len()].to_lowercase(),
+            digits.parse().unwrap_or(0),
+        )
     };
     key(a).cmp(&key(b))
 }
@@ -524,12 +783,24 @@ fn natural(a: &str, b: &str) -> std::cmp::Ordering {
 #[tokio::test]
 async fn sweep_filters() {
     let sweeps = files("speed-sweep");
-    assert_eq!(total("/api/v1/speed-sweeps?limit=1").await, sweeps.len() as u64);
+    assert_eq!(
+        total("/api/v1/speed-sweeps?limit=1").await,
+        sweeps.len() as u64
+    );
     assert_eq!(
         total("/api/v1/speed-sweeps?recipe_id=GEN-RECIPE-1").await,
-        sweeps.iter().filter(|s| s["recipe_id"] == "gen-recipe-1").count() as u64
+        sweeps
+            .iter()
+            .filter(|s| s["recipe_id"] == "gen-recipe-1")
+            .count() as u64
     );
-    assert_eq!(total("/api/v1/speed-sweep?q=rejected-saturation").await, sweeps.iter().filter(|s| s.to_string().contains("rejected-saturation")).count() as u64);
+    assert_eq!(
+        total("/api/v1/speed-sweep?q=rejected-saturation").await,
+        sweeps
+            .iter()
+            .filter(|s| s.to_string().contains("rejected-saturation"))
+            .count() as u64
+    );
 }
 
 #[tokio::test]
@@ -549,7 +820,12 @@ async fn bad_queries_are_400_or_414() {
         assert_eq!(r.json()["error"]["code"], "bad_request", "{uri}");
     }
     let many: Vec<String> = (0..40).map(|i| format!("q{i}=1")).collect();
-    assert_eq!(get(s, &format!("/api/v1/recipes?{}", many.join("&"))).await.status, StatusCode::BAD_REQUEST);
+    assert_eq!(
+        get(s, &format!("/api/v1/recipes?{}", many.join("&")))
+            .await
+            .status,
+        StatusCode::BAD_REQUEST
+    );
     let long = format!("/api/v1/recipes?q={}", "a".repeat(5000));
     let r = get(s, &long).await;
     assert_eq!(r.status, StatusCode::URI_TOO_LONG);
@@ -557,23 +833,41 @@ async fn bad_queries_are_400_or_414() {
     let r = get(s, &format!("/api/v1/models/{}", "a".repeat(2000))).await;
     assert_eq!(r.status, StatusCode::URI_TOO_LONG);
     let terms = vec!["a"; 20].join("+");
-    assert_eq!(get(s, &format!("/api/v1/recipes?q={terms}")).await.status, StatusCode::BAD_REQUEST);
+    assert_eq!(
+        get(s, &format!("/api/v1/recipes?q={terms}")).await.status,
+        StatusCode::BAD_REQUEST
+    );
 }
 
 #[tokio::test]
 async fn index_and_facets() {
     let s = example();
     let v = get(&s, "/api/v1/index").await.json();
-    assert!(v["data"]["collections"]["speed-sweep"].as_array().unwrap().contains(&json!(SWEEP)));
+    assert!(v["data"]["collections"]["speed-sweep"]
+        .as_array()
+        .unwrap()
+        .contains(&json!(SWEEP)));
     assert_eq!(v["data"]["counts"]["recipe"], 2);
-    let row = v["data"]["recipes"].as_array().unwrap().iter().find(|r| r["id"] == RECIPE).unwrap();
+    let row = v["data"]["recipes"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|r| r["id"] == RECIPE)
+        .unwrap();
     assert_eq!(row["id"], RECIPE);
     assert_eq!(row["has_evidence"], true);
     assert_eq!(row["engine"], "sglang");
     assert_eq!(row["launch_kind"], "docker");
     let f = get(&generated().1, "/api/v1/facets").await.json();
-    assert_eq!(f["data"]["hardware"]["vram_gb"], json!([8, 12, 16, 24, 32, 48, 80, 96, 128]), "numeric collation");
-    assert_eq!(f["data"]["recipes"]["runtime"], json!(["docker", "native", "reference"]));
+    assert_eq!(
+        f["data"]["hardware"]["vram_gb"],
+        json!([8, 12, 16, 24, 32, 48, 80, 96, 128]),
+        "numeric collation"
+    );
+    assert_eq!(
+        f["data"]["recipes"]["runtime"],
+        json!(["docker", "native", "reference"])
+    );
     assert!(f["meta"]["counts"]["recipe"].as_u64().unwrap() > 100);
 }
 
@@ -593,10 +887,15 @@ async fn reload_swaps_the_snapshot() {
     })
     .await
     .unwrap();
-    assert!(running.addr.ip().is_loopback(), "binds 127.0.0.1 by default");
+    assert!(
+        running.addr.ip().is_loopback(),
+        "binds 127.0.0.1 by default"
+    );
     let before = running.state.current().etag.clone();
     let n = running.state.current().total_records();
-    let mut rec: Value = serde_json::from_slice(&std::fs::read(dir.path().join("model/gen-model-0.json")).unwrap()).unwrap();
+    let mut rec: Value =
+        serde_json::from_slice(&std::fs::read(dir.path().join("model/gen-model-0.json")).unwrap())
+            .unwrap();
     rec["id"] = "gen-model-new".into();
     std::fs::write(dir.path().join("model/gen-model-new.json"), rec.to_string()).unwrap();
     let t0 = std::time::Instant::now();
@@ -608,7 +907,14 @@ async fn reload_swaps_the_snapshot() {
     // A broken file keeps the previous snapshot.
     std::fs::write(dir.path().join("model/gen-model-bad.json"), "{not json").unwrap();
     tokio::time::sleep(std::time::Duration::from_millis(400)).await;
-    assert!(running.state.current().get(servebench_registry_server::collection::Collection::Model, "gen-model-new").is_some());
+    assert!(running
+        .state
+        .current()
+        .get(
+            servebench_registry_server::collection::Collection::Model,
+            "gen-model-new"
+        )
+        .is_some());
     let _ = tx.send(());
     running.task.await.unwrap().unwrap();
 }
@@ -624,7 +930,10 @@ fn loads_ten_thousand_records_in_under_a_second() {
     let _ = load(dir.path()).unwrap();
     let s = load(dir.path()).unwrap();
     assert_eq!(s.total_records(), 10_000);
-    eprintln!("loaded 10,000 records in {:.0} ms", s.loaded_in.as_secs_f64() * 1000.0);
+    eprintln!(
+        "loaded 10,000 records in {:.0} ms",
+        s.loaded_in.as_secs_f64() * 1000.0
+    );
     if cfg!(debug_assertions) {
         // This crate is unoptimised in test builds; the < 1 s target is asserted in release
         // (`cargo test --release`) and measured by `examples/loadgen.rs`.

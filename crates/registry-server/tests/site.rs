@@ -51,9 +51,24 @@ async fn home_has_search_and_the_registry_filters() {
     let (st, h) = page("/").await;
     assert_eq!(st, StatusCode::OK);
     for name in [
-        "q", "model", "hardware", "status", "launchable", "runtime", "engine", "precision",
-        "vendor", "min_vram_gb", "max_vram_gb", "hardware_count", "chat", "reasoning", "tools",
-        "vision", "evidence", "sort_by",
+        "q",
+        "model",
+        "hardware",
+        "status",
+        "launchable",
+        "runtime",
+        "engine",
+        "precision",
+        "vendor",
+        "min_vram_gb",
+        "max_vram_gb",
+        "hardware_count",
+        "chat",
+        "reasoning",
+        "tools",
+        "vision",
+        "evidence",
+        "sort_by",
     ] {
         assert!(h.contains(&format!("name=\"{name}\"")), "filter {name}");
     }
@@ -75,7 +90,10 @@ async fn record_sheets() {
         (format!("/hardware/{HW}"), "NVIDIA RTX PRO 6000 Blackwell"),
         (format!("/models/{MODEL}"), "GLM-5.3-Flash"),
         (format!("/model/{MODEL}"), "GLM-5.3-Flash"),
-        (format!("/model-instances/{INST}"), "0xSero/GLM-5.3-Flash-EXL3-Q4"),
+        (
+            format!("/model-instances/{INST}"),
+            "0xSero/GLM-5.3-Flash-EXL3-Q4",
+        ),
         (format!("/recipes/{RECIPE}"), RECIPE),
         (format!("/speed-sweeps/{SWEEP}"), SWEEP),
         (format!("/speed-sweep/{SWEEP}"), SWEEP),
@@ -83,34 +101,69 @@ async fn record_sheets() {
         let (st, h) = page(&path).await;
         assert_eq!(st, StatusCode::OK, "{path}");
         assert!(h.contains(&format!("<h1>{title}</h1>")), "{path} title");
-        assert!(h.contains("<nav class=\"crumbs\" aria-label=\"breadcrumb\">"), "{path}");
+        assert!(
+            h.contains("<nav class=\"crumbs\" aria-label=\"breadcrumb\">"),
+            "{path}"
+        );
         assert!(h.contains("href=\"/api/v1/"), "{path} JSON API link");
         assert!(h.contains(">JSON API</a>"), "{path}");
         assert!(h.contains("<dl class=\"tree\">"), "{path} data tree");
-        assert!(h.contains("class=\"unknown\""), "{path} nulls shown as unknown");
+        assert!(
+            h.contains("class=\"unknown\""),
+            "{path} nulls shown as unknown"
+        );
         assert!(!h.contains(">null<"), "{path} no bare null");
     }
     let (_, h) = page(&format!("/model-instances/{INST}")).await;
-    assert!(h.contains("Hugging Face: <a href=\"https://huggingface.co/0xSero/GLM-5.3-Flash-EXL3-Q4\""));
+    assert!(
+        h.contains("Hugging Face: <a href=\"https://huggingface.co/0xSero/GLM-5.3-Flash-EXL3-Q4\"")
+    );
     let (_, h) = page(&format!("/hardware/{HW}")).await;
     assert!(h.contains(&format!("href=\"/?hardware_id={HW}\">Find compatibility")));
-    for path in [format!("/speed-sweeps/{SWEEP}"), format!("/recipes/{RECIPE}")] {
+    for path in [
+        format!("/speed-sweeps/{SWEEP}"),
+        format!("/recipes/{RECIPE}"),
+    ] {
         let (_, h) = page(&path).await;
         assert!(h.contains("<h2>Measured speed</h2>"), "{path}");
         let table = &h[h.find("<table class=\"speed\">").unwrap()..];
         let table = &table[..table.find("</table>").unwrap()];
-        assert_eq!(count(table, "<tr>") - 1, 19, "{path}: one row per sweep row");
-        for col in ["C", "context tokens", "prefill tok/s", "decode tok/s per stream", "decode tok/s aggregate", "TTFT p50 ms", "verdict"] {
-            assert!(table.contains(&format!("<th>{col}</th>")), "{path} column {col}");
+        assert_eq!(
+            count(table, "<tr>") - 1,
+            19,
+            "{path}: one row per sweep row"
+        );
+        for col in [
+            "C",
+            "context tokens",
+            "prefill tok/s",
+            "decode tok/s per stream",
+            "decode tok/s aggregate",
+            "TTFT p50 ms",
+            "verdict",
+        ] {
+            assert!(
+                table.contains(&format!("<th>{col}</th>")),
+                "{path} column {col}"
+            );
         }
         assert!(table.contains("rejected-ep4-saturation-regression"));
         assert_eq!(count(&h, "<svg"), 3, "{path}: three charts");
         assert!(h.contains("<polyline"), "{path}");
-        assert!(h.contains("fill=\"#cf222e\""), "{path}: rejected points in red");
-        assert!(h.contains("fill=\"#1a7f37\""), "{path}: accepted points in green");
+        assert!(
+            h.contains("fill=\"#cf222e\""),
+            "{path}: rejected points in red"
+        );
+        assert!(
+            h.contains("fill=\"#1a7f37\""),
+            "{path}: accepted points in green"
+        );
     }
     let (_, h) = page(&format!("/recipes/{RECIPE}")).await;
-    assert!(h.contains(&format!("href=\"/speed-sweeps/{SWEEP}\"")), "sweep link per row");
+    assert!(
+        h.contains(&format!("href=\"/speed-sweeps/{SWEEP}\"")),
+        "sweep link per row"
+    );
     assert!(h.contains("not launchable"));
 }
 
@@ -129,24 +182,39 @@ async fn pages_load_nothing_from_elsewhere() {
         assert!(!h.contains(" src="), "{uri}: no embedded resource");
         assert_eq!(count(&h, "<link"), 1, "{uri}: only the inline favicon");
         assert!(h.contains("<link rel=\"icon\" href=\"data:,\">"));
-        assert!(!h.contains("@import") && !h.contains("url("), "{uri}: CSS loads nothing");
+        assert!(
+            !h.contains("@import") && !h.contains("url("),
+            "{uri}: CSS loads nothing"
+        );
     }
 }
 
 #[tokio::test]
 async fn lists_compare_overlay_and_errors() {
-    for c in ["hardware", "models", "model-instances", "recipes", "speed-sweeps"] {
+    for c in [
+        "hardware",
+        "models",
+        "model-instances",
+        "recipes",
+        "speed-sweeps",
+    ] {
         let (st, h) = page(&format!("/{c}")).await;
         assert_eq!(st, StatusCode::OK, "{c}");
         assert!(h.contains("<table>"), "{c}");
     }
     let (st, h) = page("/compare").await;
     assert_eq!(st, StatusCode::OK);
-    assert!(h.contains("FP16 TFLOPS</a> ▼"), "default sort FP16 descending");
+    assert!(
+        h.contains("FP16 TFLOPS</a> ▼"),
+        "default sort FP16 descending"
+    );
     assert!(h.contains(&format!("href=\"/hardware/{HW}\"")));
     let (_, h) = page("/compare?sort=vram&dir=asc&vendor=nvidia").await;
     assert!(h.contains("VRAM GB</a> ▲"));
-    assert_eq!(page("/compare?sort=colour").await.0, StatusCode::BAD_REQUEST);
+    assert_eq!(
+        page("/compare?sort=colour").await.0,
+        StatusCode::BAD_REQUEST
+    );
     let (st, h) = page(&format!("/overlay?a={SWEEP}&b={SWEEP}")).await;
     assert_eq!(st, StatusCode::OK);
     assert_eq!(count(&h, "<svg"), 3);
@@ -314,7 +382,9 @@ async fn chromium_opens_every_page_type() {
         let (ink, colours) = ink(&shot);
         eprintln!("{p}: screenshot ink {:.1}%, {colours} colours", ink * 100.0);
         if ink < 0.01 || colours < 8 {
-            failures.push(format!("{p}: blank screenshot (ink {ink:.4}, {colours} colours)"));
+            failures.push(format!(
+                "{p}: blank screenshot (ink {ink:.4}, {colours} colours)"
+            ));
         }
     }
     let leaked = seen.lock().unwrap().clone();

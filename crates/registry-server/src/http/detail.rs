@@ -32,9 +32,8 @@ pub fn cached(snap: &Snapshot, c: Collection, i: usize) -> Bytes {
 /// Resolves `name`/`id` of a request: the collection by any of its names, the id checked
 /// against the collection's grammar before the lookup. Errors are 404 `not_found`.
 pub fn resolve(snap: &Snapshot, name: &str, id: &str) -> Result<(Collection, usize), ApiError> {
-    let c = Collection::from_path_segment(name).ok_or_else(|| {
-        ApiError::NotFound(format!("no collection {:?}", clip(name)))
-    })?;
+    let c = Collection::from_path_segment(name)
+        .ok_or_else(|| ApiError::NotFound(format!("no collection {:?}", clip(name))))?;
     if !c.id_is_valid(id) {
         return Err(ApiError::NotFound(format!(
             "{:?} is not a valid {} id",

@@ -54,7 +54,11 @@ pub fn detail(snap: &Snapshot, i: usize) -> Value {
     let rec = &snap.col(Collection::Hardware).records[i];
     let recipes = snap.col(Collection::Recipe);
     let models = snap.col(Collection::Model);
-    let recipe_pos = snap.recipes_by_hardware.get(&rec.id).cloned().unwrap_or_default();
+    let recipe_pos = snap
+        .recipes_by_hardware
+        .get(&rec.id)
+        .cloned()
+        .unwrap_or_default();
     let rels = relations(snap);
     let mut model_pos: Vec<usize> = recipe_pos.iter().filter_map(|&r| rels[r].model).collect();
     model_pos.sort_unstable();

@@ -25,7 +25,12 @@ pub fn get(snap: &Snapshot, ctx: &Ctx) -> Result<Response, ApiError> {
         for c in Collection::ALL {
             collections.insert(
                 c.dir().into(),
-                snap.col(c).records.iter().map(|r| r.id.as_str()).collect::<Vec<_>>().into(),
+                snap.col(c)
+                    .records
+                    .iter()
+                    .map(|r| r.id.as_str())
+                    .collect::<Vec<_>>()
+                    .into(),
             );
         }
         let rels = relations(snap);

@@ -223,9 +223,10 @@ fn finish(snap: &Snapshot, method: &Method, req_headers: &HeaderMap, resp: &mut 
 /// `If-None-Match` (a list, `*`, weak or strong tags) against our ETag, by weak comparison.
 pub fn etag_matches(if_none_match: &str, etag: &str) -> bool {
     let ours = etag.trim_start_matches("W/");
-    if_none_match.split(',').map(str::trim).any(|t| {
-        t == "*" || t.trim_start_matches("W/") == ours
-    })
+    if_none_match
+        .split(',')
+        .map(str::trim)
+        .any(|t| t == "*" || t.trim_start_matches("W/") == ours)
 }
 
 /// A JSON response of already-serialized bytes.
@@ -338,7 +339,8 @@ pub(crate) mod testutil {
     pub fn example() -> Arc<Snapshot> {
         static S: OnceLock<Arc<Snapshot>> = OnceLock::new();
         S.get_or_init(|| {
-            let dir = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("../../examples/registry");
+            let dir =
+                std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("../../examples/registry");
             Arc::new(crate::snapshot::load(&dir).expect("examples/registry loads"))
         })
         .clone()
@@ -366,7 +368,9 @@ pub(crate) mod testutil {
     }
 
     fn futures_body(r: Response) -> Bytes {
-        let rt = tokio::runtime::Builder::new_current_thread().build().unwrap();
+        let rt = tokio::runtime::Builder::new_current_thread()
+            .build()
+            .unwrap();
         rt.block_on(async {
             use http_body_util::BodyExt as _;
             r.into_body().collect().await.unwrap().to_bytes()

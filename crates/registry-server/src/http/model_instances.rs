@@ -48,9 +48,16 @@ pub fn detail(snap: &Snapshot, i: usize) -> Value {
     let recipes = snap.col(Collection::Recipe);
     let hw = snap.col(Collection::Hardware);
     let model = str_at(&rec.value, "/model_id").and_then(|m| models.get(m));
-    let recipe_pos = snap.recipes_by_instance.get(&rec.id).cloned().unwrap_or_default();
+    let recipe_pos = snap
+        .recipes_by_instance
+        .get(&rec.id)
+        .cloned()
+        .unwrap_or_default();
     let rels = relations(snap);
-    let mut hw_pos: Vec<usize> = recipe_pos.iter().filter_map(|&r| rels[r].hardware).collect();
+    let mut hw_pos: Vec<usize> = recipe_pos
+        .iter()
+        .filter_map(|&r| rels[r].hardware)
+        .collect();
     hw_pos.sort_unstable();
     hw_pos.dedup();
     let mut v = rec.value.clone();
@@ -101,7 +108,10 @@ pub fn list(snap: &Snapshot, ctx: &Ctx) -> Result<Response, ApiError> {
                 && eq_ci(v.get("kind"), p.get("kind"))
                 && eq_ci(v.pointer("/weights/precision"), p.get("precision"))
                 && eq_ci(v.pointer("/weights/format"), p.get("format"))
-                && eq_ci(v.pointer("/huggingface/status"), p.get("huggingface_status"))
+                && eq_ci(
+                    v.pointer("/huggingface/status"),
+                    p.get("huggingface_status"),
+                )
                 && eq_ci(
                     v.pointer("/huggingface/link_type"),
                     p.get("huggingface_link_type"),

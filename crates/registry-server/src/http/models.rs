@@ -45,7 +45,11 @@ pub fn detail(snap: &Snapshot, i: usize) -> Value {
     let insts = snap.col(Collection::ModelInstance);
     let recipes = snap.col(Collection::Recipe);
     let hw = snap.col(Collection::Hardware);
-    let inst_pos = snap.instances_by_model.get(&rec.id).cloned().unwrap_or_default();
+    let inst_pos = snap
+        .instances_by_model
+        .get(&rec.id)
+        .cloned()
+        .unwrap_or_default();
     let rels = relations(snap);
     let mut recipe_pos: Vec<usize> = inst_pos
         .iter()
@@ -54,7 +58,10 @@ pub fn detail(snap: &Snapshot, i: usize) -> Value {
         .copied()
         .collect();
     recipe_pos.sort_unstable();
-    let mut hw_pos: Vec<usize> = recipe_pos.iter().filter_map(|&r| rels[r].hardware).collect();
+    let mut hw_pos: Vec<usize> = recipe_pos
+        .iter()
+        .filter_map(|&r| rels[r].hardware)
+        .collect();
     hw_pos.sort_unstable();
     hw_pos.dedup();
     let mut v = rec.value.clone();

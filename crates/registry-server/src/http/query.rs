@@ -102,7 +102,11 @@ impl Params {
 
     /// Fails with 400 naming the first parameter not in `allowed` (and listing those).
     pub fn check_allowed(&self, allowed: &[&str]) -> Result<(), ApiError> {
-        if let Some((k, _)) = self.pairs.iter().find(|(k, _)| !allowed.contains(&k.as_str())) {
+        if let Some((k, _)) = self
+            .pairs
+            .iter()
+            .find(|(k, _)| !allowed.contains(&k.as_str()))
+        {
             let list = if allowed.is_empty() {
                 "none".to_string()
             } else {
@@ -317,12 +321,17 @@ pub fn value_str(v: Option<&Value>) -> Option<Cow<'_, str>> {
 }
 
 /// Case-insensitive string equality of a primitive value with `want`; `None` (no filter)
-/// matches everything. A number matches its decimal form (`hardware_count=2`).
+/// matches everything. A number matches its decimal form (`hardware_count=2`). ASCII is
+/// compared without allocating; other text by its lowercase form.
 pub fn eq_ci(v: Option<&Value>, want: Option<&str>) -> bool {
     match want {
         None => true,
         Some(w) => value_str(v).is_some_and(|s| {
-            s.eq_ignore_ascii_case(w) || s.to_lowercase() == w.to_lowercase()
+            if s.is_ascii() && w.is_ascii() {
+                s.eq_ignore_ascii_case(w)
+            } else {
+                s.to_lowercase() == w.to_lowercase()
+            }
         }),
     }
 }
@@ -350,13 +359,21 @@ pub fn matches_terms(search: &str, terms: &[String]) -> bool {
     terms.iter().all(|t| search.contains(t.as_str()))
 }
 
-/// True when `needle` (lowercased) is a substring of any of the lowercased `hay` strings.
+/// True when `needle` (already lowercased) is a case-insensitive substring of any of `hay`;
+/// `None` (no filter) matches everything. ASCII text is searched without allocating.
 pub fn text_matches(needle: Option<&str>, hay: &[Option<&str>]) -> bool {
     let Some(n) = needle else { return true };
-    let n = n.to_lowercase();
-    hay.iter()
-        .flatten()
-        .any(|h| h.to_lowercase().contains(&n))
+    hay.iter().flatten().any(|h| contains_ci(h, n))
+}
+
+/// Case-insensitive substring test; `needle_lower` must be lowercase.
+pub fn contains_ci(hay: &str, needle_lower: &str) -> bool {
+    if hay.is_ascii() && needle_lower.is_ascii() {
+        let (h, n) = (hay.as_bytes(), needle_lower.as_bytes());
+        n.is_empty() || h.windows(n.len()).any(|w| w.eq_ignore_ascii_case(n))
+    } else {
+        hay.to_lowercase().contains(needle_lower)
+    }
 }
 
 /// Numeric ("natural") collation, case-insensitive: digit runs compare by value, so
@@ -415,7 +432,13 @@ mod tests {
     #[test]
     fn page_defaults_and_clamps() {
         let p = |q: &str| Params::parse(Some(q)).unwrap().page();
-        assert_eq!(p(""), Page { limit: 25, offset: 0 });
+        assert_eq!(
+            p(""),
+            Page {
+                limit: 25,
+                offset: 0
+            }
+        );
         assert_eq!(p("limit=0").limit, 1);
         assert_eq!(p("limit=1000").limit, 100);
         assert_eq!(p("limit=7.9").limit, 7);
@@ -455,9 +478,27 @@ mod tests {
             prev.as_deref(),
             Some("http://h/api/v1/hardware?vendor=nvidia&limit=10&offset=0")
         );
-        let (next, _) = links("http://h", "/x", &params, Page { limit: 10, offset: 15 }, 25);
+        let (next, _) = links(
+            "http://h",
+            "/x",
+            &params,
+            Page {
+                limit: 10,
+                offset: 15,
+            },
+            25,
+        );
         assert!(next.is_none());
-        let (_, prev) = links("http://h", "/x", &params, Page { limit: 10, offset: 3 }, 25);
+        let (_, prev) = links(
+            "http://h",
+            "/x",
+            &params,
+            Page {
+                limit: 10,
+                offset: 3,
+            },
+            25,
+        );
         assert!(prev.unwrap().ends_with("offset=0"));
     }
 
@@ -473,7 +514,10 @@ mod tests {
         assert!(in_range(None, None, None));
         assert!(Tri::Unknown.matches(None));
         assert!(!Tri::False.matches(Some(&Value::Null)));
-        assert!(matches_terms("glm sglang rtx", &["sgl".into(), "glm".into()]));
+        assert!(matches_terms(
+            "glm sglang rtx",
+            &["sgl".into(), "glm".into()]
+        ));
         assert!(!matches_terms("glm sglang", &["vllm".into()]));
     }
 
@@ -487,7 +531,15 @@ mod tests {
     #[test]
     fn list_body_is_valid_json() {
         let b = Bytes::from_static(b"{\"id\":\"b\"}");
-        let body = list_body(&[b], Page { limit: 1, offset: 1 }, 2, (None, None));
+        let body = list_body(
+            &[b],
+            Page {
+                limit: 1,
+                offset: 1,
+            },
+            2,
+            (None, None),
+        );
         let v: Value = serde_json::from_slice(&body).unwrap();
         assert_eq!(v["data"], json!([{"id": "b"}]));
         assert_eq!(v["meta"]["total"], 2);

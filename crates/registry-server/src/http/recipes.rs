@@ -6,7 +6,7 @@ use bytes::Bytes;
 use serde_json::{json, Map, Value};
 
 use super::error::ApiError;
-use super::query::{eq_ci, in_range, matches_terms, natural_cmp, num_at, str_at, text_matches};
+use super::query::{eq_ci, in_range, matches_terms, natural_cmp, str_at, text_matches};
 use super::{display_name, link, list_response, Ctx};
 use crate::collection::Collection;
 use crate::snapshot::Snapshot;
@@ -61,7 +61,8 @@ pub fn relations(snap: &Snapshot) -> &[RecipeRel] {
             .records
             .iter()
             .map(|r| {
-                let instance = str_at(&r.value, "/model_instance_id").and_then(|i| inst.position(i));
+                let instance =
+                    str_at(&r.value, "/model_instance_id").and_then(|i| inst.position(i));
                 let model = instance
                     .and_then(|i| str_at(&inst.records[i].value, "/model_id"))
                     .and_then(|m| models.position(m));
@@ -122,7 +123,10 @@ pub fn recipe_link(recipe: &Value) -> Value {
     if let Value::Object(m) = &mut l {
         m.insert(
             "engine".into(),
-            recipe.pointer("/engine/name").cloned().unwrap_or(Value::Null),
+            recipe
+                .pointer("/engine/name")
+                .cloned()
+                .unwrap_or(Value::Null),
         );
         m.insert(
             "hardware_count".into(),
@@ -213,7 +217,9 @@ pub fn detail(snap: &Snapshot, i: usize) -> Value {
         .instance
         .map(|p| &snap.col(Collection::ModelInstance).records[p]);
     let model = rel.model.map(|p| &snap.col(Collection::Model).records[p]);
-    let hw = rel.hardware.map(|p| &snap.col(Collection::Hardware).records[p]);
+    let hw = rel
+        .hardware
+        .map(|p| &snap.col(Collection::Hardware).records[p]);
     let sweeps = snap.col(Collection::SpeedSweep);
     let to_link = |c: Collection, r: Option<&crate::snapshot::Record>| {
         r.map(|r| link(c, &r.id, Some(display_name(&r.value))))
@@ -256,8 +262,25 @@ fn engine_key(s: &str) -> String {
         .collect()
 }
 
-fn at<'a>(v: Option<&'a Value>, ptr: &str) -> Option<&'a Value> {
-    v.and_then(|v| v.pointer(ptr))
+/// An equality filter evaluated lazily: no filter matches without reading the value.
+fn eqf<'a>(want: Option<&str>, v: impl FnOnce() -> Option<&'a Value>) -> bool {
+    want.is_none() || eq_ci(v(), want)
+}
+
+/// `engine_key(name) == key`, without allocating.
+fn engine_eq(name: &str, key: &str) -> bool {
+    let mut a = name
+        .chars()
+        .filter(|c| !matches!(c, '.' | '-' | '_'))
+        .flat_map(char::to_lowercase);
+    let mut b = key.chars();
+    loop {
+        match (a.next(), b.next()) {
+            (None, None) => return true,
+            (Some(x), Some(y)) if x == y => {}
+            _ => return false,
+        }
+    }
 }
 
 /// Recipe positions in list order: hardware name, model name, engine, id (`sort_by=hardware`,
@@ -300,21 +323,42 @@ pub fn order(snap: &Snapshot, by_model: bool) -> &[usize] {
     })
 }
 
-/// The recipe positions matching the filters of `p`, in list order.
-pub fn filter(snap: &Snapshot, p: &super::query::Params) -> Result<Vec<usize>, ApiError> {
+/// The recipe positions matching the filters of `p`, in list order. Filter values are read
+/// once; the per-recipe test allocates nothing for ASCII data.
+pub fn filter<'a>(snap: &'a Snapshot, p: &super::query::Params) -> Result<Vec<usize>, ApiError> {
     let terms = p.terms("q")?;
-    let caps = [
+    let caps: Vec<(&str, super::query::Tri)> = [
         ("chat", p.tri("chat")?),
         ("reasoning", p.tri("reasoning")?),
         ("tools", p.tri("tools")?),
         ("vision", p.tri("vision")?),
-    ];
+    ]
+    .into_iter()
+    .filter_map(|(k, t)| t.map(|t| (k, t)))
+    .collect();
     let evidence = p.boolean("evidence")?;
     let want_launchable = p.boolean("launchable")?;
     let want_runtime = p.choice("runtime", &["docker", "native", "reference", "unknown"])?;
     let by_model = p.choice("sort_by", &["hardware", "model"])?.as_deref() == Some("model");
     let (min_vram, max_vram) = (p.number("min_vram_gb"), p.number("max_vram_gb"));
     let engine = p.get("engine").map(engine_key);
+    let model_text = p.get("model").map(str::to_lowercase);
+    let hw_text = p.get("hardware").map(str::to_lowercase);
+    let g = |k| p.get(k);
+    let (model_id, instance_id, hardware_id, status) = (
+        g("model_id"),
+        g("model_instance_id"),
+        g("hardware_id"),
+        g("status"),
+    );
+    let (launch_kind_f, precision, instance_kind, vendor, backend, hardware_count) = (
+        g("launch_kind"),
+        g("precision"),
+        g("instance_kind"),
+        g("vendor"),
+        g("backend"),
+        g("hardware_count"),
+    );
     let recs = &snap.col(Collection::Recipe).records;
     let rels = relations(snap);
     let inst_col = snap.col(Collection::ModelInstance);
@@ -324,60 +368,67 @@ pub fn filter(snap: &Snapshot, p: &super::query::Params) -> Result<Vec<usize>, A
         .iter()
         .copied()
         .filter(|&i| {
-            let rec = &recs[i];
+            let rec: &'a crate::snapshot::Record = &recs[i];
             let r = &rec.value;
             let rel = &rels[i];
             let inst = rel.instance.map(|x| &inst_col.records[x].value);
             let model = rel.model.map(|x| &model_col.records[x].value);
             let hw = rel.hardware.map(|x| &hw_col.records[x].value);
-            matches_terms(&rec.search, &terms)
-                && text_matches(
-                    p.get("model"),
-                    &[
-                        model.and_then(|m| str_at(m, "/id")),
-                        model.and_then(|m| str_at(m, "/name")),
-                        inst.and_then(|m| str_at(m, "/id")),
-                        inst.and_then(|m| str_at(m, "/repository")),
-                        str_at(r, "/model_instance_id"),
-                    ],
-                )
-                && (p.get("hardware").is_none() || {
-                    let mut hay = vec![
-                        str_at(r, "/hardware_id"),
-                        hw.and_then(|h| str_at(h, "/name")),
-                        hw.and_then(|h| str_at(h, "/family")),
-                    ];
-                    if let Some(a) = hw.and_then(|h| h.get("aliases")).and_then(Value::as_array) {
-                        hay.extend(a.iter().map(Value::as_str));
-                    }
-                    text_matches(p.get("hardware"), &hay)
-                })
-                && eq_ci(at(inst, "/model_id"), p.get("model_id"))
-                && eq_ci(r.get("model_instance_id"), p.get("model_instance_id"))
-                && eq_ci(r.get("hardware_id"), p.get("hardware_id"))
-                && eq_ci(r.get("status"), p.get("status"))
+            let get2 = |v: Option<&'a Value>, a: &str, b: &str| {
+                v.and_then(|v| v.get(a)).and_then(|v| v.get(b))
+            };
+            eqf(status, || r.get("status"))
+                && eqf(hardware_id, || r.get("hardware_id"))
+                && eqf(instance_id, || r.get("model_instance_id"))
+                && eqf(model_id, || inst.and_then(|v| v.get("model_id")))
                 && engine.as_deref().is_none_or(|e| {
-                    str_at(r, "/engine/name").is_some_and(|n| engine_key(n) == e)
+                    get2(Some(r), "engine", "name")
+                        .and_then(Value::as_str)
+                        .is_some_and(|n| engine_eq(n, e))
                 })
-                && eq_ci(r.pointer("/launch/kind"), p.get("launch_kind"))
-                && eq_ci(at(inst, "/weights/precision"), p.get("precision"))
-                && eq_ci(at(inst, "/kind"), p.get("instance_kind"))
-                && eq_ci(at(hw, "/vendor"), p.get("vendor"))
-                && eq_ci(at(hw, "/accelerator_backend"), p.get("backend"))
-                && eq_ci(r.get("hardware_count"), p.get("hardware_count"))
-                && in_range(
-                    hw.and_then(|h| num_at(h, "/memory/vram_gb")),
-                    min_vram,
-                    max_vram,
-                )
-                && caps.iter().all(|(k, t)| {
-                    t.is_none_or(|t| t.matches(r.get("capabilities").and_then(|c| c.get(*k))))
-                })
+                && eqf(launch_kind_f, || get2(Some(r), "launch", "kind"))
+                && eqf(precision, || get2(inst, "weights", "precision"))
+                && eqf(instance_kind, || inst.and_then(|v| v.get("kind")))
+                && eqf(vendor, || hw.and_then(|v| v.get("vendor")))
+                && eqf(backend, || hw.and_then(|v| v.get("accelerator_backend")))
+                && eqf(hardware_count, || r.get("hardware_count"))
+                && ((min_vram.is_none() && max_vram.is_none())
+                    || in_range(
+                        get2(hw, "memory", "vram_gb").and_then(Value::as_f64),
+                        min_vram,
+                        max_vram,
+                    ))
+                && caps
+                    .iter()
+                    .all(|(k, t)| t.matches(r.get("capabilities").and_then(|c| c.get(*k))))
                 && evidence.is_none_or(|e| e == !rel.sweeps.is_empty())
                 && want_launchable.is_none_or(|l| l == launchable(r))
                 && want_runtime
                     .as_deref()
                     .is_none_or(|w| w == runtime(launch_kind(r)))
+                && (model_text.is_none()
+                    || text_matches(
+                        model_text.as_deref(),
+                        &[
+                            model.and_then(|m| str_at(m, "/id")),
+                            model.and_then(|m| str_at(m, "/name")),
+                            inst.and_then(|m| str_at(m, "/id")),
+                            inst.and_then(|m| str_at(m, "/repository")),
+                            str_at(r, "/model_instance_id"),
+                        ],
+                    ))
+                && (hw_text.is_none() || {
+                    let mut hay = vec![
+                        r.get("hardware_id").and_then(Value::as_str),
+                        hw.and_then(|h| h.get("name")).and_then(Value::as_str),
+                        hw.and_then(|h| h.get("family")).and_then(Value::as_str),
+                    ];
+                    if let Some(a) = hw.and_then(|h| h.get("aliases")).and_then(Value::as_array) {
+                        hay.extend(a.iter().map(Value::as_str));
+                    }
+                    text_matches(hw_text.as_deref(), &hay)
+                })
+                && matches_terms(&rec.search, &terms)
         })
         .collect();
     Ok(matched)

@@ -70,9 +70,6 @@ mod tests {
     #[test]
     fn list_snapshot() {
         let s = example();
-        insta::assert_snapshot!(body(super::list(
-            &s,
-            &ctx("/api/v1/speed-sweeps?limit=1")
-        )));
+        insta::assert_snapshot!(body(super::list(&s, &ctx("/api/v1/speed-sweeps?limit=1"))));
     }
 }

@@ -43,7 +43,9 @@ pub struct Series {
 
 /// A row's number at `key`, when finite.
 fn num(row: &Value, key: &str) -> Option<f64> {
-    row.get(key).and_then(Value::as_f64).filter(|x| x.is_finite())
+    row.get(key)
+        .and_then(Value::as_f64)
+        .filter(|x| x.is_finite())
 }
 
 fn point(row: &Value, x: f64, y: f64, what: &str) -> Point {
@@ -81,7 +83,11 @@ pub fn decode_vs_c(rows: &[Value], prefix: &str, dashed: bool, color_offset: usi
         .map(|(i, (ctx, points))| Series {
             name: format!(
                 "{prefix}ctx {}",
-                if ctx < 0 { "unknown".into() } else { ctx.to_string() }
+                if ctx < 0 {
+                    "unknown".into()
+                } else {
+                    ctx.to_string()
+                }
             ),
             color: PALETTE[(i + color_offset) % PALETTE.len()],
             dashed,
@@ -288,6 +294,8 @@ mod tests {
         let svg = chart("t", "C", "tok/s", &s).into_string();
         assert!(svg.contains("<polyline"));
         assert!(svg.contains("(log scale)"));
-        assert!(chart("t", "x", "y", &[]).into_string().contains("No measured points"));
+        assert!(chart("t", "x", "y", &[])
+            .into_string()
+            .contains("No measured points"));
     }
 }

@@ -94,9 +94,18 @@ pub fn page(snap: &Snapshot, ctx: &Ctx) -> Result<Response, ApiError> {
         let o = if dir == "desc" { o.reverse() } else { o };
         o.then_with(|| natural_cmp(display_name(a), display_name(b)))
     });
-    let vendors = crate::http::facets::distinct(recs.iter().filter_map(|r| r.value.get("vendor").cloned()));
+    let vendors =
+        crate::http::facets::distinct(recs.iter().filter_map(|r| r.value.get("vendor").cloned()));
     let href = |col: &str| {
-        let d = if col == sort && dir == "desc" { "asc" } else if col == sort { "desc" } else if col == "name" { "asc" } else { "desc" };
+        let d = if col == sort && dir == "desc" {
+            "asc"
+        } else if col == sort {
+            "desc"
+        } else if col == "name" {
+            "asc"
+        } else {
+            "desc"
+        };
         let mut s = form_urlencoded::Serializer::new(String::new());
         s.append_pair("sort", col).append_pair("dir", d);
         if let Some(v) = vendor {
@@ -104,8 +113,10 @@ pub fn page(snap: &Snapshot, ctx: &Ctx) -> Result<Response, ApiError> {
         }
         format!("/compare?{}", s.finish())
     };
-    let cell = |v: Option<f64>, dp: usize| html! {
-        @match v { Some(x) => td.num { (fmt_num(x, dp)) }, None => td.num { span.unknown title="null: not published" { "—" } } }
+    let cell = |v: Option<f64>, dp: usize| {
+        html! {
+            @match v { Some(x) => td.num { (fmt_num(x, dp)) }, None => td.num { span.unknown title="null: not published" { "—" } } }
+        }
     };
     let body = html! {
         h1 { "Compare hardware" }
@@ -150,6 +161,13 @@ pub fn page(snap: &Snapshot, ctx: &Ctx) -> Result<Response, ApiError> {
     };
     Ok(html_response(
         StatusCode::OK,
-        layout("Compare hardware", &[("Home".into(), Some("/".into())), ("Compare hardware".into(), None)], body),
+        layout(
+            "Compare hardware",
+            &[
+                ("Home".into(), Some("/".into())),
+                ("Compare hardware".into(), None),
+            ],
+            body,
+        ),
     ))
 }

@@ -29,13 +29,18 @@ fn select(p: &Params, name: &str, label: &str, options: &[String]) -> Markup {
 }
 
 fn values(snap: &Snapshot, c: Collection, ptr: &str) -> Vec<String> {
-    distinct(snap.col(c).records.iter().filter_map(|r| r.value.pointer(ptr).cloned()))
-        .iter()
-        .map(|v| match v {
-            Value::String(s) => s.clone(),
-            other => other.to_string(),
-        })
-        .collect()
+    distinct(
+        snap.col(c)
+            .records
+            .iter()
+            .filter_map(|r| r.value.pointer(ptr).cloned()),
+    )
+    .iter()
+    .map(|v| match v {
+        Value::String(s) => s.clone(),
+        other => other.to_string(),
+    })
+    .collect()
 }
 
 /// The home page.
@@ -102,10 +107,7 @@ pub fn page(snap: &Snapshot, ctx: &Ctx) -> Result<Response, ApiError> {
         }
         (pager(prev, next))
     };
-    Ok(html_response(
-        StatusCode::OK,
-        layout("Search", &[], body),
-    ))
+    Ok(html_response(StatusCode::OK, layout("Search", &[], body)))
 }
 
 fn ctx_query(p: &Params) -> Option<String> {

@@ -21,7 +21,10 @@ fn pick<'a>(snap: &'a Snapshot, id: Option<&str>) -> Result<Option<&'a Record>, 
     let Some(id) = id else { return Ok(None) };
     let c = Collection::SpeedSweep;
     if !c.id_is_valid(id) {
-        return Err(ApiError::NotFound(format!("{:?} is not a valid speed-sweep id", crate::http::clip(id))));
+        return Err(ApiError::NotFound(format!(
+            "{:?} is not a valid speed-sweep id",
+            crate::http::clip(id)
+        )));
     }
     snap.get(c, id)
         .map(Some)
@@ -90,6 +93,13 @@ pub fn page(snap: &Snapshot, ctx: &Ctx) -> Result<Response, ApiError> {
     };
     Ok(html_response(
         StatusCode::OK,
-        layout("Overlay sweeps", &[("Home".into(), Some("/".into())), ("Overlay sweeps".into(), None)], body),
+        layout(
+            "Overlay sweeps",
+            &[
+                ("Home".into(), Some("/".into())),
+                ("Overlay sweeps".into(), None),
+            ],
+            body,
+        ),
     ))
 }

@@ -7,7 +7,9 @@ use axum::response::Response;
 use maud::{html, Markup};
 use serde_json::Value;
 
-use super::charts::{chart, decode_vs_c, per_user_vs_aggregate, prefill_vs_context, verdict_legend};
+use super::charts::{
+    chart, decode_vs_c, per_user_vs_aggregate, prefill_vs_context, verdict_legend,
+};
 use super::{html_response, layout, num_cell, tree};
 use crate::collection::{Collection, CollectionExt as _};
 use crate::http::detail::{data, resolve};
@@ -140,7 +142,10 @@ pub fn page(snap: &Snapshot, ctx: &Ctx, name: &str, id: &str) -> Result<Response
                 .iter()
                 .flat_map(|&p| {
                     let s = &sweeps.records[p];
-                    rows(&s.value).iter().map(|row| SpeedRow { sweep_id: &s.id, row })
+                    rows(&s.value).iter().map(|row| SpeedRow {
+                        sweep_id: &s.id,
+                        row,
+                    })
                 })
                 .collect();
             Some(measured_speed(&rows, true))
@@ -148,7 +153,10 @@ pub fn page(snap: &Snapshot, ctx: &Ctx, name: &str, id: &str) -> Result<Response
         Collection::SpeedSweep => {
             let rows: Vec<SpeedRow> = rows(&rec.value)
                 .iter()
-                .map(|row| SpeedRow { sweep_id: &rec.id, row })
+                .map(|row| SpeedRow {
+                    sweep_id: &rec.id,
+                    row,
+                })
                 .collect();
             Some(measured_speed(&rows, false))
         }
