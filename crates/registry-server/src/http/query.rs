@@ -51,12 +51,12 @@ pub enum Tri {
 impl Tri {
     /// True when `v` is in this state: `Bool(true)`, `Bool(false)`, or null/absent.
     pub fn matches(self, v: Option<&Value>) -> bool {
-        match (self, v) {
-            (Tri::True, Some(Value::Bool(true))) => true,
-            (Tri::False, Some(Value::Bool(false))) => true,
-            (Tri::Unknown, None | Some(Value::Null)) => true,
-            _ => false,
-        }
+        matches!(
+            (self, v),
+            (Tri::True, Some(Value::Bool(true)))
+                | (Tri::False, Some(Value::Bool(false)))
+                | (Tri::Unknown, None | Some(Value::Null))
+        )
     }
 }
 

@@ -401,7 +401,7 @@ pub fn filter<'a>(snap: &'a Snapshot, p: &super::query::Params) -> Result<Vec<us
                 && caps
                     .iter()
                     .all(|(k, t)| t.matches(r.get("capabilities").and_then(|c| c.get(*k))))
-                && evidence.is_none_or(|e| e == !rel.sweeps.is_empty())
+                && evidence.is_none_or(|e| e != rel.sweeps.is_empty())
                 && want_launchable.is_none_or(|l| l == launchable(r))
                 && want_runtime
                     .as_deref()
