@@ -83,7 +83,8 @@ impl CollectionIndex {
 pub struct Snapshot {
     /// The registry root that was read (the directory holding `hardware/`, `recipe/`, ...).
     pub root: PathBuf,
-    /// Hex SHA-256 of every record file (collection, id and bytes, in id order).
+    /// Hex SHA-256 over the per-record SHA-256 of (collection, id, serialized record), in
+    /// collection and id order: changes whenever any served record changes.
     pub hash: String,
     /// The ETag header value: `"sb-<first 20 hex digits of hash>"`.
     pub etag: String,
@@ -255,8 +256,11 @@ pub fn load(dir: &Path) -> Result<Snapshot, LoadError> {
     for c in Collection::ALL {
         let col = &mut cols[c.index()];
         // `records` iterates in id order.
+        let mut served: Vec<&servebench_registry::Record> = Vec::new();
         for r in reg.records(c) {
-            if !c.id_is_valid(&r.id) {
+            if c.id_is_valid(&r.id) {
+                served.push(r);
+            } else {
                 problems.push(format!(
                     "{}: id {:?} is not a valid {} id ({}); not served (id-grammar)",
                     r.rel_path,
@@ -264,23 +268,41 @@ pub fn load(dir: &Path) -> Result<Snapshot, LoadError> {
                     c.dir(),
                     c.id_grammar()
                 ));
-                continue;
             }
-            let bytes = serde_json::to_vec(&r.raw).unwrap_or_default();
-            hasher.update(c.dir().as_bytes());
-            hasher.update(&[0]);
-            hasher.update(r.id.as_bytes());
-            hasher.update(&[0]);
-            hasher.update(&(bytes.len() as u64).to_le_bytes());
-            hasher.update(&bytes);
-            col.by_id.insert(r.id.clone(), col.records.len());
-            col.records.push(Record {
-                id: r.id.clone(),
-                search: search_text(&r.raw),
-                value: r.raw.clone(),
-                detail: OnceLock::new(),
-                item: OnceLock::new(),
-            });
+        }
+        // Per record: its own digest (collection, id, serialized record) and search text, on
+        // two threads; the snapshot hash is the SHA-256 of the digests in id order.
+        let work = |chunk: &[&servebench_registry::Record]| -> Vec<(Record, ring::digest::Digest)> {
+            chunk
+                .iter()
+                .map(|r| {
+                    let bytes = serde_json::to_vec(&r.raw).unwrap_or_default();
+                    let mut h = ring::digest::Context::new(&ring::digest::SHA256);
+                    h.update(c.dir().as_bytes());
+                    h.update(&[0]);
+                    h.update(r.id.as_bytes());
+                    h.update(&[0]);
+                    h.update(&bytes);
+                    let rec = Record {
+                        id: r.id.clone(),
+                        search: search_text(&r.raw),
+                        value: r.raw.clone(),
+                        detail: OnceLock::new(),
+                        item: OnceLock::new(),
+                    };
+                    (rec, h.finish())
+                })
+                .collect()
+        };
+        let half = served.len() / 2;
+        let (a, b) = std::thread::scope(|s| {
+            let hb = s.spawn(|| work(&served[half..]));
+            let a = work(&served[..half]);
+            (a, hb.join().unwrap_or_default())
+        });
+        for (rec, digest) in a.into_iter().chain(b) {
+            hasher.update(digest.as_ref());
+            col.records.push(rec);
         }
         col.records.sort_by(|a, b| a.id.cmp(&b.id));
         col.by_id = col
@@ -290,7 +312,8 @@ pub fn load(dir: &Path) -> Result<Snapshot, LoadError> {
             .map(|(i, r)| (r.id.clone(), i))
             .collect();
     }
-    drop(reg);
+    // Freeing the loader's copy (raw and typed records) is not on the load's critical path.
+    std::thread::spawn(move || drop(reg));
     let hash = hex(hasher.finish().as_ref());
     let group = |c: Collection, key: &str| {
         let mut m: HashMap<String, Vec<usize>> = HashMap::new();
