@@ -358,6 +358,8 @@ pub struct RunArgs {
     /// plain; always plain with -q or when the CI environment variable is set].
     #[arg(long, value_enum)]
     pub display: Option<DisplayArg>,
+    #[command(flatten)]
+    pub faults: crate::fault_args::FaultArgs,
 }
 
 fn positive_secs(name: &str, v: f64) -> anyhow::Result<Duration> {
@@ -435,6 +437,7 @@ impl RunArgs {
             .context("--calibration-context")
             .map_err(usage)?;
 
+        let policy = self.faults.to_policy()?;
         let (target, sim) = self.target.resolve(SimConfig::default)?;
 
         let args_snapshot = json!({
@@ -462,6 +465,7 @@ impl RunArgs {
             "hw_monitor_interval": self.hw_monitor_interval,
             "no_hw_monitor": self.no_hw_monitor,
             "embedded_simulator": sim.is_some(),
+            "timeouts": self.faults.snapshot(),
         });
         let cfg = RunConfig {
             target,
@@ -520,6 +524,7 @@ impl RunArgs {
                 burst_requests_per_concurrency: self.burst_requests_per_concurrency,
             },
             args_snapshot,
+            policy,
         };
         Ok((cfg, sim))
     }

@@ -5,6 +5,7 @@
 //! built-in simulator is started in-process so the first command works anywhere.
 
 mod args;
+mod fault_args;
 mod live;
 mod publish;
 mod registry_cmd;

@@ -22,8 +22,10 @@ use tokio_util::sync::CancellationToken;
 
 use crate::aggregate::fill_request_stats;
 use crate::events::{CellProgress, EventSink, Phase, RunEvent};
+use crate::failure::FirstFailure;
 use crate::plan::CellSpec;
-use crate::stream::{run_single, run_stream, StreamHooks};
+use crate::plausibility::{apply_findings, check_requests, RequestFacts};
+use crate::stream::{run_single, run_stream, StreamFacts, StreamHooks};
 use crate::target::HttpClient;
 use crate::telemetry::{apply_window, scrape_times, Sampler, ServerSample, Telemetry};
 
@@ -72,11 +74,11 @@ async fn run_batch(
     workers: u64,
     cancel: &CancellationToken,
     live_tokens: Arc<AtomicU64>,
-) -> (Vec<RequestRecord>, Option<String>) {
+) -> Batch {
     let next = Arc::new(AtomicU64::new(0));
-    let records: Arc<Mutex<Vec<RequestRecord>>> =
+    let records: Arc<Mutex<Vec<(RequestRecord, StreamFacts)>>> =
         Arc::new(Mutex::new(Vec::with_capacity(count as usize)));
-    let failure: Arc<Mutex<Option<String>>> = Arc::new(Mutex::new(None));
+    let failure: Arc<Mutex<FirstFailure>> = Arc::new(Mutex::new(None));
     let stop = cancel.child_token();
     let mut handles = Vec::new();
     for _ in 0..workers.min(count) {
@@ -103,17 +105,19 @@ async fn run_batch(
                     StreamHooks {
                         cancel: Some(&stop),
                         live_tokens: Some(&live),
+                        in_flight: workers,
                         ..Default::default()
                     },
                 )
                 .await;
                 let failed = out.record.error.clone().filter(|_| !out.record.cancelled);
+                let kind = out.facts.kind;
                 if let Ok(mut r) = records.lock() {
-                    r.push(out.record);
+                    r.push((out.record, out.facts));
                 }
                 if let Some(e) = failed {
                     if let Ok(mut f) = failure.lock() {
-                        f.get_or_insert(e);
+                        f.get_or_insert((e, kind));
                     }
                     stop.cancel();
                     break;
@@ -126,7 +130,29 @@ async fn run_batch(
     }
     let recs = std::mem::take(&mut *records.lock().unwrap_or_else(|e| e.into_inner()));
     let fail = failure.lock().ok().and_then(|f| f.clone());
-    (recs, fail)
+    let (records, facts) = recs.into_iter().unzip();
+    Batch {
+        records,
+        facts,
+        failure: fail,
+    }
+}
+
+/// What [`run_batch`] returns.
+struct Batch {
+    /// Records in completion order.
+    records: Vec<RequestRecord>,
+    /// Their fault facts, same order.
+    facts: Vec<StreamFacts>,
+    /// The first failure and its kind.
+    failure: FirstFailure,
+}
+
+fn count_429(facts: &[StreamFacts], result: &mut CellResult) {
+    let rej: u64 = facts.iter().map(|f| u64::from(f.rejected)).sum();
+    let ret: u64 = facts.iter().map(|f| u64::from(f.retries)).sum();
+    *result.rejected_requests.get_or_insert(0) += rej;
+    *result.retried_requests.get_or_insert(0) += ret;
 }
 
 /// Runs one Burst / E2E (or request-count) cell.
@@ -180,11 +206,13 @@ pub async fn run_burst_cell(
         if run_cancel.is_cancelled() {
             return interrupted(result, None);
         }
+        count_429(std::slice::from_ref(&out.facts), &mut result);
         if let Some(err) = &out.record.error {
             result.status = CellStatus::Error;
             result.status_reason = format!(
                 "the cell's first request (sent alone before the C streams, to fill the prefix cache) failed: {err}"
             );
+            result.error_kind = out.facts.kind.map(|k| k.as_str().into());
             events.log(format!("cell error {label}: {}", result.status_reason));
             return BurstOutcome {
                 result,
@@ -199,7 +227,11 @@ pub async fn run_burst_cell(
 
     let live = Arc::new(AtomicU64::new(0));
     if job.warmup_count > 0 {
-        let (_, fail) = run_batch(
+        let Batch {
+            facts,
+            failure: fail,
+            ..
+        } = run_batch(
             client,
             path,
             &job.body,
@@ -212,9 +244,11 @@ pub async fn run_burst_cell(
         if run_cancel.is_cancelled() {
             return interrupted(result, scout);
         }
-        if let Some(err) = fail {
+        count_429(&facts, &mut result);
+        if let Some((err, kind)) = fail {
             result.status = CellStatus::Invalid;
             result.status_reason = format!("a warmup request failed: {err}");
+            result.error_kind = kind.map(|k| k.as_str().into());
             events.log(format!("cell invalid {label}: {}", result.status_reason));
             return BurstOutcome {
                 result,
@@ -264,7 +298,11 @@ pub async fn run_burst_cell(
     );
     tokio::pin!(batch);
     let mut tick = tokio::time::interval(Duration::from_millis(250));
-    let (records, failure) = loop {
+    let Batch {
+        records,
+        facts,
+        failure,
+    } = loop {
         tokio::select! {
             r = &mut batch => break r,
             _ = tick.tick() => emit_progress(),
@@ -298,9 +336,11 @@ pub async fn run_burst_cell(
         job.request_count, job.warmup_count
     );
     result.measurement_seconds = Some(wall);
-    if let Some(err) = failure {
+    count_429(&facts, &mut result);
+    if let Some((err, kind)) = failure {
         result.status = CellStatus::Invalid;
         result.status_reason = format!("a request failed: {err}");
+        result.error_kind = kind.map(|k| k.as_str().into());
         events.log(format!("cell invalid {label}: {}", result.status_reason));
         return BurstOutcome {
             result,
@@ -339,19 +379,33 @@ pub async fn run_burst_cell(
         result.capacity_limited = result.avg_queue_reqs.unwrap_or(0.0) > 0.0
             || result.queue_fraction.unwrap_or(0.0) > 0.0;
     }
+    let max_tokens = crate::timeouts::body_max_tokens(&job.body).unwrap_or(0);
+    let checks: Vec<RequestFacts> = records
+        .iter()
+        .zip(&facts)
+        .map(|(r, f)| RequestFacts {
+            output_tokens: r.output_tokens,
+            usage_jump: f.usage_jump,
+        })
+        .collect();
+    let findings = check_requests(&checks, max_tokens);
     if tokens == 0 || wall <= 0.0 {
         result.status = CellStatus::Invalid;
         result.status_reason = "no completed request produced output tokens".into();
-        events.log(format!("cell invalid {label}: {}", result.status_reason));
+        result.error_kind = Some("no_output".into());
     } else {
         let tps = tokens as f64 / wall;
         result.aggregate_source = "openai_completed_usage".into();
         result.aggregate_tps = Some(tps);
         result.per_request_avg_tps = Some(tps / c as f64);
-        events.log(format!(
+    }
+    apply_findings(&mut result, findings);
+    match (result.status, result.aggregate_tps) {
+        (CellStatus::Ok, Some(tps)) => events.log(format!(
             "cell done {label} {tps:.1} tok/s ({}/{} completed)",
             result.num_completed, job.request_count
-        ));
+        )),
+        _ => events.log(format!("cell invalid {label}: {}", result.status_reason)),
     }
     BurstOutcome {
         result,

@@ -30,6 +30,9 @@ use tokio_util::sync::CancellationToken;
 use crate::aggregate::fill_request_stats;
 use crate::events::{CellProgress, EventSink, LiveFeed, Phase, RunEvent};
 use crate::plan::CellSpec;
+use crate::plausibility::{
+    analyze_stalls, apply_findings, check_requests, stall_findings, RequestFacts, StallInput,
+};
 use crate::procstat::process_cpu_seconds;
 use crate::stream::{run_single, run_stream, StreamHooks, StreamOutcome, WindowClock};
 use crate::target::HttpClient;
@@ -103,7 +106,7 @@ struct Shared {
     active: AtomicU64,
     completed: AtomicU64,
     live_tokens: AtomicU64,
-    first_error: Mutex<Option<String>>,
+    first_error: Mutex<crate::failure::FirstFailure>,
     outcomes: Mutex<Vec<StreamOutcome>>,
 }
 
@@ -174,6 +177,9 @@ pub async fn run_sustained_cell(
             result.status_reason = format!(
                 "the cell's first request (sent alone before the C streams, to fill the prefix cache) failed: {err}"
             );
+            result.error_kind = out.facts.kind.map(|k| k.as_str().into());
+            result.rejected_requests = Some(u64::from(out.facts.rejected));
+            result.retried_requests = Some(u64::from(out.facts.retries));
             result.num_errors = 1;
             result.wall_time = Some(t_cell.elapsed().as_secs_f64());
             events.log(format!("cell error {label}: {}", result.status_reason));
@@ -226,6 +232,8 @@ pub async fn run_sustained_cell(
                         live_tokens: Some(&shared.live_tokens),
                         first_token: Some((&produced, &shared.active)),
                         capture_text: false,
+                        in_flight: c,
+                        ..Default::default()
                     },
                 )
                 .await;
@@ -233,13 +241,14 @@ pub async fn run_sustained_cell(
                     shared.completed.fetch_add(1, Ordering::Relaxed);
                 }
                 let failed = out.record.error.clone().filter(|_| !out.record.cancelled);
+                let kind = out.facts.kind;
                 let cut = out.record.cancelled;
                 if let Ok(mut o) = shared.outcomes.lock() {
                     o.push(out);
                 }
                 if let Some(err) = failed {
                     if let Ok(mut fe) = shared.first_error.lock() {
-                        fe.get_or_insert(err);
+                        fe.get_or_insert((err, kind));
                     }
                     cancel.cancel();
                     break;
@@ -451,10 +460,13 @@ pub async fn run_sustained_cell(
         .iter()
         .filter(|o| o.record.error.is_some() && !o.record.cancelled)
         .count() as u64;
+    result.rejected_requests = Some(outcomes.iter().map(|o| u64::from(o.facts.rejected)).sum());
+    result.retried_requests = Some(outcomes.iter().map(|o| u64::from(o.facts.retries)).sum());
 
-    if let Some(err) = first_error {
+    if let Some((err, kind)) = first_error {
         result.status = CellStatus::Invalid;
         result.status_reason = format!("a stream failed: {err}");
+        result.error_kind = kind.map(|k| k.as_str().into());
         events.log(format!("cell invalid {label}: {}", result.status_reason));
         let recs: Vec<&RequestRecord> = outcomes.iter().map(|o| &o.record).collect();
         fill_request_stats(&mut result, &recs, window_start);
@@ -587,10 +599,40 @@ pub async fn run_sustained_cell(
         ));
     }
 
+    // Plausibility (every request of the cell) and stalls (requests of the window).
+    let facts: Vec<RequestFacts> = outcomes
+        .iter()
+        .map(|o| RequestFacts {
+            output_tokens: o.record.output_tokens,
+            usage_jump: o.facts.usage_jump,
+        })
+        .collect();
+    let mut findings = check_requests(&facts, settings.max_tokens);
+    let stall_inputs: Vec<StallInput<'_>> = outcomes
+        .iter()
+        .filter(|o| o.record.sent_at <= end && o.record.end_at >= start)
+        .map(|o| StallInput {
+            sent_at: o.record.sent_at,
+            end_at: o.record.end_at,
+            token_events_span: o
+                .record
+                .first_token_event_at
+                .zip(o.record.last_token_event_at),
+            token_events: o.record.token_events,
+            long_gaps: &o.facts.long_gaps,
+        })
+        .collect();
+    let stalls = analyze_stalls(
+        &stall_inputs,
+        (start, end),
+        result.chunk_inter_token_latency_p50,
+    );
+    findings.extend(stall_findings(&mut result, &stalls));
+
     if tokens == 0 {
         result.status = CellStatus::Invalid;
         result.status_reason = "no output tokens arrived inside the measured window".into();
-        events.log(format!("cell invalid {label}: {}", result.status_reason));
+        result.error_kind = Some("no_output".into());
     } else {
         let tps = tokens as f64 / window_s;
         result.aggregate_tps = Some(tps);
@@ -598,7 +640,11 @@ pub async fn run_sustained_cell(
         if result.warmup_timed_out {
             result.capacity_limited = true;
         }
-        events.log(format!("cell done {label} {tps:.1} tok/s"));
+    }
+    apply_findings(&mut result, findings);
+    match (result.status, result.aggregate_tps) {
+        (CellStatus::Ok, Some(tps)) => events.log(format!("cell done {label} {tps:.1} tok/s")),
+        _ => events.log(format!("cell invalid {label}: {}", result.status_reason)),
     }
     CellOutcome {
         result,

@@ -328,6 +328,8 @@ pub struct ResponseHead {
     pub keep_alive: bool,
     /// `Retry-After` header, if any.
     pub retry_after: Option<String>,
+    /// `Content-Type` header, if any.
+    pub content_type: Option<String>,
     /// Bytes of the head (status line through the blank line).
     pub head_len: usize,
 }
@@ -347,6 +349,7 @@ pub fn parse_head(buf: &[u8]) -> Result<Option<ResponseHead>, String> {
     let mut length: Option<u64> = None;
     let mut conn_close = version == 0;
     let mut retry_after = None;
+    let mut content_type = None;
     for h in resp.headers.iter() {
         let v = String::from_utf8_lossy(h.value);
         if h.name.eq_ignore_ascii_case("transfer-encoding") {
@@ -368,6 +371,8 @@ pub fn parse_head(buf: &[u8]) -> Result<Option<ResponseHead>, String> {
             }
         } else if h.name.eq_ignore_ascii_case("retry-after") {
             retry_after = Some(v.trim().to_string());
+        } else if h.name.eq_ignore_ascii_case("content-type") {
+            content_type = Some(v.trim().to_string());
         }
     }
     let framing = if chunked {
@@ -385,6 +390,7 @@ pub fn parse_head(buf: &[u8]) -> Result<Option<ResponseHead>, String> {
         framing,
         keep_alive: !conn_close,
         retry_after,
+        content_type,
         head_len,
     }))
 }
@@ -582,6 +588,8 @@ pub struct H1Stream {
     head_at: Instant,
     /// Kernel-arrival → read delays of this stream's reads.
     read_delay: ReadDelay,
+    /// `Content-Type` of the response.
+    content_type: Option<String>,
 }
 
 /// How long received bytes waited in the socket before the client read them: the gap between
@@ -708,6 +716,7 @@ pub async fn start(
         finished: false,
         head_at,
         read_delay: ReadDelay::default(),
+        content_type: head.content_type.clone(),
     };
     if !(200..300).contains(&head.status) {
         // Read a bounded error body for the message.
@@ -788,6 +797,11 @@ impl H1Stream {
             self.finished = true;
         }
         Ok(Some(at))
+    }
+
+    /// The response's `Content-Type`, if any.
+    pub fn content_type(&self) -> Option<&str> {
+        self.content_type.as_deref()
     }
 
     /// Kernel-arrival → read delays of this stream so far.

@@ -23,7 +23,7 @@ use serde::{Deserialize, Serialize};
 use serde_json::{json, Value};
 
 use crate::error::HttpError;
-use crate::target::{Endpoint, HttpClient, PROBE_TIMEOUT};
+use crate::target::{Endpoint, HttpClient};
 
 /// Padding sentences (our own text): cycled and joined with spaces to build reference documents.
 pub const PADDING_SENTENCES: [&str; 20] = [
@@ -264,7 +264,7 @@ pub async fn tokenize_count(
         })
     };
     let v = client
-        .post_json("/tokenize", &body, Some(PROBE_TIMEOUT * 6))
+        .post_json("/tokenize", &body, Some(client.policy().probe))
         .await?;
     match count_of(&v) {
         Some(c) if c > 0 => return Ok(c),
@@ -282,7 +282,7 @@ pub async fn tokenize_count(
             .post_json(
                 "/apply-template",
                 &json!({"messages": input.value}),
-                Some(PROBE_TIMEOUT * 6),
+                Some(client.policy().probe),
             )
             .await?;
         if let Some(text) = templated.get("prompt").and_then(Value::as_str) {
@@ -290,7 +290,7 @@ pub async fn tokenize_count(
                 .post_json(
                     "/tokenize",
                     &json!({"content": text, "add_special": true, "parse_special": true}),
-                    Some(PROBE_TIMEOUT * 6),
+                    Some(client.policy().probe),
                 )
                 .await?;
             if let Some(c) = count_of(&v).filter(|&c| c > 0) {
@@ -304,7 +304,8 @@ pub async fn tokenize_count(
     })
 }
 
-/// Prompt tokens the server reports for one non-streaming `max_tokens: 1` request.
+/// Prompt tokens the server reports for one non-streaming `max_tokens: 1` request, within
+/// `--probe-timeout` plus the first-token scaling for its size ([`crate::timeouts`]).
 pub async fn usage_prompt_tokens(
     client: &HttpClient,
     model: &str,
@@ -317,7 +318,15 @@ pub async fn usage_prompt_tokens(
         Endpoint::Completions => body["prompt"] = input.value.clone(),
     }
     let v = client
-        .post_json(endpoint.path(), &body, Some(PROBE_TIMEOUT * 30))
+        .post_json(
+            endpoint.path(),
+            &body,
+            Some(
+                client
+                    .policy()
+                    .probe_for(crate::timeouts::estimate_prompt_tokens(input.padding_chars)),
+            ),
+        )
         .await?;
     v.pointer("/usage/prompt_tokens")
         .and_then(Value::as_u64)
@@ -438,6 +447,17 @@ pub fn size_estimate(
     }
 }
 
+/// A failed calibration: which request failed and why.
+#[derive(Clone, Debug, PartialEq, thiserror::Error)]
+#[error("{error}")]
+pub struct CalibrationError {
+    /// The first request (empty document, a few dozen tokens) failed: the server does not answer
+    /// completions at all, as opposed to a slow prefill of the large one.
+    pub overhead_request: bool,
+    /// The HTTP failure.
+    pub error: HttpError,
+}
+
 /// One calibration measurement: (chars per padding token, overhead tokens).
 ///
 /// Sends two non-streaming `max_tokens: 1` requests: an empty document (the fixed overhead) and
@@ -448,17 +468,28 @@ pub async fn calibrate(
     endpoint: Endpoint,
     prefix: &str,
     cal_ctx: u64,
-) -> Result<(f64, f64), HttpError> {
+) -> Result<(f64, f64), CalibrationError> {
     let empty = build_input(endpoint, prefix, 0, true);
-    let p0 = usage_prompt_tokens(client, model, endpoint, &empty).await?;
+    let p0 = usage_prompt_tokens(client, model, endpoint, &empty)
+        .await
+        .map_err(|error| CalibrationError {
+            overhead_request: true,
+            error,
+        })?;
     let chars = (cal_ctx.max(256) * 4) as usize;
     let full = build_input(endpoint, prefix, chars, true);
-    let p1 = usage_prompt_tokens(client, model, endpoint, &full).await?;
+    let fail = |error| CalibrationError {
+        overhead_request: false,
+        error,
+    };
+    let p1 = usage_prompt_tokens(client, model, endpoint, &full)
+        .await
+        .map_err(fail)?;
     if p1 <= p0 {
-        return Err(HttpError::Body {
+        return Err(fail(HttpError::Body {
             url: client.target().url(endpoint.path()),
             detail: format!("calibration prompt_tokens did not grow ({p0} → {p1})"),
-        });
+        }));
     }
     Ok((chars as f64 / (p1 - p0) as f64, p0 as f64))
 }

@@ -24,10 +24,12 @@ use crate::burst::{run_burst_cell, BurstJob};
 use crate::cell::{run_sustained_cell, CellJob, CellSettings};
 use crate::error::ConfigError;
 use crate::events::{EventSink, PlannedCell, RunEvent, RunPlan, USER_SKIP_REASON};
+use crate::failure::FailureKind;
 use crate::host::{HostOptions, HostRun};
 use crate::plan::{
     auto_ready_timeout_s, matrix_order, pre_skip, CellSpec, PreSkip, TIMEOUT_POLICY,
 };
+use crate::plausibility::{apply_findings, check_context, SentPrompt};
 use crate::prefill::{cold_row, measure_prefill_once, warm_row, PrefillMetric, PrefillSample};
 use crate::probe::{probe_server, resolve_kv_budget, ServerInfo};
 use crate::prompt::{
@@ -35,9 +37,10 @@ use crate::prompt::{
     size_exact, streaming_payload, template_id, tokenize_count, warmup_prefix, CalibrationCache,
     CalibrationEntry, PromptInput, RequestOptions, SizedPrompt, Targeting,
 };
-use crate::stream::run_single;
+use crate::stream::{run_probe, run_single};
 use crate::target::{HttpClient, Target};
 use crate::telemetry::Telemetry;
+use crate::timeouts::RequestPolicy;
 
 /// How prompts are sized.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
@@ -159,6 +162,8 @@ pub struct RunConfig {
     pub burst: BurstConfig,
     /// Snapshot of the arguments for `startup_diagnostics.args`.
     pub args_snapshot: Value,
+    /// Timeouts on every wait and the HTTP 429 retry policy ([`crate::timeouts`]).
+    pub policy: RequestPolicy,
 }
 
 /// A run that could not start.
@@ -220,7 +225,30 @@ impl Ctx<'_> {
         ))
     }
 
-    /// One unrecorded streaming request (JIT probe, warmups). Errors are logged, not fatal.
+    /// The decode JIT probe (a startup probe: first byte and first token within
+    /// `--probe-timeout`). A timeout is fatal: a server that cannot answer a 64-token request
+    /// would only make every cell wait; other failures are logged (the cells report them).
+    async fn jit_probe(&self, what: &str, body: bytes::Bytes) -> Result<(), RunError> {
+        let out = run_probe(&self.client, self.path(), body, self.cancel).await;
+        match (out.record.error, out.facts.kind) {
+            (Some(e), Some(k)) if k.is_timeout() && !self.cancel.is_cancelled() => {
+                self.events.log(format!("{what} failed: {e}"));
+                Err(RunError::Startup(format!(
+                    "the server accepted the {what} but did not answer it: {e}"
+                )))
+            }
+            (Some(e), _) if !self.cancel.is_cancelled() => {
+                self.events.log(format!("warning: {what} failed: {e}"));
+                Ok(())
+            }
+            _ => {
+                self.events.log(format!("{what} done"));
+                Ok(())
+            }
+        }
+    }
+
+    /// One unrecorded streaming request (warmups). Errors are logged, not fatal.
     async fn unrecorded(&self, what: &str, body: bytes::Bytes) {
         let out = run_single(&self.client, self.path(), body, self.cancel).await;
         match out.record.error {
@@ -296,8 +324,9 @@ pub async fn run_with_host(
     let t_run = Instant::now();
     let started_at = chrono::Utc::now().to_rfc3339_opts(chrono::SecondsFormat::Millis, true);
     let run_id = make_run_id(cfg.seed);
-    let client =
-        HttpClient::new(cfg.target.clone()).map_err(|e| RunError::Startup(e.to_string()))?;
+    let client = HttpClient::new(cfg.target.clone())
+        .map_err(|e| RunError::Startup(e.to_string()))?
+        .with_policy(cfg.policy);
     // Helper programs (nvidia-smi) run with timeouts, off the async threads.
     let mut host = {
         let (c, e) = (cfg.clone(), events.clone());
@@ -519,7 +548,7 @@ pub async fn run_with_host(
 
     // Prompts.
     let (targeting, prompts) = tokio::select! {
-        r = size_prompts(&client, &cfg, &info, &run_id, &sizing, &events) => r,
+        r = size_prompts(&client, &cfg, &info, &run_id, &sizing, &events) => r?,
         _ = cancel.cancelled() => (Targeting::Estimate { chars_per_token: 4.0, overhead_tokens: 0.0, source: "none" }, BTreeMap::new()),
     };
     events.log("startup: preparation done (prompts sized)");
@@ -580,8 +609,8 @@ pub async fn run_with_host(
         )
     };
     if standalone && !requested_prefill.is_empty() && !cancel.is_cancelled() {
-        rc.unrecorded("prefill warmup A (short decode)", jit_body())
-            .await;
+        rc.jit_probe("prefill warmup A (short decode)", jit_body())
+            .await?;
         let smallest = requested_prefill.iter().copied().min().unwrap_or(0);
         if let Some(input) = rc.input_with_prefix(smallest, &format!("[WARMUP_{}]", rc.run_id)) {
             rc.unrecorded(
@@ -629,11 +658,11 @@ pub async fn run_with_host(
             record_prefill(x, cold, Some(warm));
         }
     } else if !cfg.prefill.only && !cancel.is_cancelled() {
-        rc.unrecorded(
+        rc.jit_probe(
             "decode warm-up request (unmeasured; lets the server compile its decode path first)",
             jit_body(),
         )
-        .await;
+        .await?;
         let first_prefill = integrated.iter().chain(scout_only.iter()).copied().min();
         if let Some(smallest) = first_prefill {
             let wctx = smallest.min(8192);
@@ -741,6 +770,11 @@ pub async fn run_with_host(
     } else {
         "duration"
     };
+    // Set when a health probe after a timed-out cell got no answer: the remaining cells are
+    // not run (an unattended run against a dead server ends instead of timing out every cell).
+    let mut server_gone: Option<String> = None;
+    // Prompt tokens of each context's cold prefill sample (for the context checks).
+    let mut cold_prompt: BTreeMap<u64, u64> = BTreeMap::new();
     for (i, (spec, skip)) in cells.iter().enumerate() {
         let index = i + 1;
         let mut result = if cancel.is_cancelled() {
@@ -751,6 +785,8 @@ pub async fn run_with_host(
                 None,
                 primary_mode,
             )
+        } else if let (Some(why), None) = (&server_gone, skip) {
+            server_gone_result(*spec, why, primary_mode)
         } else if let Some(s) = skip {
             let r = skip_result(*spec, s, primary_mode);
             events.log(format!(
@@ -776,6 +812,9 @@ pub async fn run_with_host(
                     .await;
                 if cold.status == Some(CellStatus::Ok) {
                     scout_body = None;
+                }
+                if let Some(t) = cold.prompt_tokens {
+                    cold_prompt.insert(spec.context, t);
                 }
                 record_prefill(spec.context, cold, Some(warm));
             }
@@ -830,6 +869,8 @@ pub async fn run_with_host(
             if r.prompt_tokens.is_none() {
                 r.prompt_tokens = p.exact_tokens;
             }
+            let cold = cold_prompt.get(&spec.context).copied();
+            context_checks(&mut r, spec.context, p, &targeting, cold, &events);
             r
         } else {
             skipped(
@@ -842,6 +883,18 @@ pub async fn run_with_host(
         };
         if result.status == CellStatus::SkippedUser && result.status_reason.is_empty() {
             result.status_reason = "skipped by the user".into();
+        }
+        let more = index < total || (cfg.burst.run_burst && !request_count_mode);
+        if more && server_gone.is_none() && !cancel.is_cancelled() && timed_out(&result) {
+            if let Err(RunError::Startup(e)) = rc
+                .jit_probe("health probe after a timed-out cell", jit_body())
+                .await
+            {
+                events.log(format!(
+                    "the server stopped answering; the remaining cells are not run: {e}"
+                ));
+                server_gone = Some(e);
+            }
         }
         events.emit(RunEvent::CellFinished {
             index,
@@ -880,6 +933,8 @@ pub async fn run_with_host(
                     None,
                     "burst-e2e",
                 )
+            } else if let (Some(why), None) = (&server_gone, skip) {
+                server_gone_result(*spec, why, "burst-e2e")
             } else if let Some(s) = skip {
                 skip_result(*spec, s, "burst-e2e")
             } else if let Some(p) = rc.prompts.get(&spec.context) {
@@ -908,6 +963,8 @@ pub async fn run_with_host(
                 user_skip(&mut r, &cell_cancel, &cancel, &events);
                 host.attach_records(&mut r, &out.records, &events);
                 r.request_count_target = n;
+                let cold = cold_prompt.get(&spec.context).copied();
+                context_checks(&mut r, spec.context, p, &targeting, cold, &events);
                 r
             } else {
                 skipped(
@@ -1189,7 +1246,110 @@ fn skipped(
     }
 }
 
-/// Sizes one prompt per context; returns the targeting used.
+/// A cell that failed by a deadline (or got no output at all): worth a health probe.
+fn timed_out(r: &CellResult) -> bool {
+    matches!(r.status, CellStatus::Error | CellStatus::Invalid)
+        && r.error_kind.as_deref().is_some_and(|k| {
+            k == FailureKind::NoOutput.as_str()
+                || FailureKind::ALL
+                    .iter()
+                    .any(|f| f.is_timeout() && f.as_str() == k)
+        })
+}
+
+/// A cell not run because the server stopped answering.
+fn server_gone_result(spec: CellSpec, why: &str, mode: &str) -> CellResult {
+    let mut r = skipped(
+        spec,
+        CellStatus::Error,
+        format!("not run: the server stopped answering ({why})"),
+        None,
+        mode,
+    );
+    r.error_kind = Some(FailureKind::ProbeTimeout.as_str().into());
+    r
+}
+
+/// Requested vs real context and prompt truncation of a finished cell
+/// ([`crate::plausibility::check_context`]); a failed cell keeps its reason, the findings become
+/// warnings.
+fn context_checks(
+    r: &mut CellResult,
+    ctx: u64,
+    p: &SizedPrompt,
+    targeting: &Targeting,
+    cold_prompt_tokens: Option<u64>,
+    events: &EventSink,
+) {
+    if r.status.is_skipped() {
+        return;
+    }
+    let sent = p
+        .exact_tokens
+        .or(p.estimated_tokens.map(|e| e.round() as u64))
+        .map(|tokens| SentPrompt {
+            tokens,
+            reliable: p.exact_tokens.is_some()
+                || !matches!(
+                    targeting,
+                    Targeting::Estimate {
+                        source: "uncalibrated_estimate",
+                        ..
+                    }
+                ),
+            base_only: p.input.padding_chars == 0,
+        });
+    let findings = check_context(r, ctx, sent, cold_prompt_tokens);
+    for f in &findings {
+        events.log(format!(
+            "cell {} C={} ctx={}: {}",
+            if f.invalid { "invalid" } else { "warning" },
+            r.concurrency,
+            format_context(ctx),
+            f.message
+        ));
+    }
+    apply_findings(r, findings);
+}
+
+/// The startup warning for a sized prompt whose size differs from its context by more than
+/// the tolerance of [`crate::plausibility::CONTEXT_TOLERANCE`].
+fn sizing_warning(ctx: u64, p: &SizedPrompt) -> Option<String> {
+    let tokens = p.exact_tokens.map(|t| t as f64).or(p.estimated_tokens)?;
+    let diff = (tokens - ctx as f64) / ctx.max(1) as f64;
+    if ctx == 0 || diff.abs() <= crate::plausibility::CONTEXT_TOLERANCE {
+        return None;
+    }
+    let how = if p.exact_tokens.is_some() { "" } else { "~" };
+    Some(if p.input.padding_chars == 0 && diff > 0.0 {
+        format!(
+            "startup warning: context {}: the base prompt alone has {how}{} tokens, more than the requested context; cells labelled {} measure {how}{}-token prompts",
+            format_context(ctx),
+            tokens.round(),
+            format_context(ctx),
+            tokens.round()
+        )
+    } else {
+        format!(
+            "startup warning: context {}: the prompt has {how}{} tokens ({:+.0} % of the requested context)",
+            format_context(ctx),
+            tokens.round(),
+            diff * 100.0
+        )
+    })
+}
+
+/// The startup error when a startup request timed out.
+fn probe_timeout_error(what: &str, e: &crate::HttpError, limit: Duration) -> RunError {
+    RunError::Startup(format!(
+        "{}: the {what} got no answer within {} (--probe-timeout): {e}",
+        FailureKind::ProbeTimeout.as_str(),
+        crate::timeouts::format_secs(limit.as_secs_f64())
+    ))
+}
+
+/// Sizes one prompt per context; returns the targeting used. Fails only when the calibration's
+/// first (tiny) request times out: the server does not answer completions.
 async fn size_prompts(
     client: &HttpClient,
     cfg: &RunConfig,
@@ -1197,7 +1357,7 @@ async fn size_prompts(
     run_id: &str,
     contexts: &[u64],
     events: &EventSink,
-) -> (Targeting, BTreeMap<u64, SizedPrompt>) {
+) -> Result<(Targeting, BTreeMap<u64, SizedPrompt>), RunError> {
     let endpoint = cfg.target.endpoint;
     let mut out = BTreeMap::new();
     for &ctx in contexts.iter().filter(|&&c| c == 0) {
@@ -1214,22 +1374,32 @@ async fn size_prompts(
     }
     let nonzero: Vec<u64> = contexts.iter().copied().filter(|&c| c > 0).collect();
     if nonzero.is_empty() {
-        return (
+        return Ok((
             Targeting::Estimate {
                 chars_per_token: 0.0,
                 overhead_tokens: 0.0,
                 source: "none",
             },
             out,
-        );
+        ));
     }
     // Exact targeting when /tokenize answers.
-    let tokenize_ok = cfg.targeting != TargetingMode::Estimate && {
-        let probe = build_input(endpoint, &decode_prefix(run_id, 0), 16, true);
-        tokenize_count(client, &info.model, endpoint, &probe)
-            .await
-            .is_ok()
-    };
+    let tokenize_ok = cfg.targeting != TargetingMode::Estimate
+        && {
+            let probe = build_input(endpoint, &decode_prefix(run_id, 0), 16, true);
+            match tokenize_count(client, &info.model, endpoint, &probe).await {
+                Ok(_) => true,
+                Err(e) => {
+                    if FailureKind::of_http(&e) == FailureKind::RequestTimeout {
+                        events.log(format!(
+                        "startup warning: /tokenize did not answer within {} (--probe-timeout); sizing prompts by the estimate",
+                        crate::timeouts::format_secs(client.policy().probe.as_secs_f64())
+                    ));
+                    }
+                    false
+                }
+            }
+        };
     if tokenize_ok {
         events.log("startup token targeting: /tokenize exact");
         let mut all_ok = true;
@@ -1250,6 +1420,9 @@ async fn size_prompts(
                         thousands(p.input.padding_chars as u64),
                         thousands(p.exact_tokens.unwrap_or(0))
                     ));
+                    if let Some(w) = sizing_warning(ctx, &p) {
+                        events.log(w);
+                    }
                     out.insert(ctx, p);
                 }
                 Err(e) => {
@@ -1263,7 +1436,7 @@ async fn size_prompts(
             }
         }
         if all_ok {
-            return (Targeting::Exact, out);
+            return Ok((Targeting::Exact, out));
         }
     } else if cfg.targeting == TargetingMode::Exact {
         events.log("startup warning: --token-targeting exact requested but /tokenize is not available; using the estimate");
@@ -1321,6 +1494,17 @@ async fn size_prompts(
                     source: "calibrated_estimate",
                 }
             }
+            Err(e)
+                if e.overhead_request
+                    && FailureKind::of_http(&e.error) == FailureKind::RequestTimeout =>
+            {
+                events.log(format!("startup calibration failed: {e}"));
+                return Err(probe_timeout_error(
+                    "calibration request (a max_tokens=1 completion of the empty document)",
+                    &e.error,
+                    client.policy().probe,
+                ));
+            }
             Err(e) => {
                 events.log(format!(
                     "startup WARNING: calibration failed ({e}); prompts use an uncalibrated 4.0 chars/token guess, \
@@ -1354,10 +1538,13 @@ async fn size_prompts(
                 thousands(p.input.padding_chars as u64),
                 thousands(p.estimated_tokens.unwrap_or(0.0).round() as u64)
             ));
+            if let Some(w) = sizing_warning(ctx, &p) {
+                events.log(w);
+            }
             out.insert(ctx, p);
         }
     }
-    (targeting, out)
+    Ok((targeting, out))
 }
 
 /// `601344` → `601,344`.

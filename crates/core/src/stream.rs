@@ -15,8 +15,11 @@ use bytes::Bytes;
 use servebench_sse::{decode_event, Chunk, Decoded, RequestRecord, RequestTracker, SseFramer};
 use tokio_util::sync::CancellationToken;
 
+use crate::failure::{retry_after_of, FailureKind};
 use crate::h1::{self, H1Conn, StartError};
+use crate::plausibility::{max_tokens_cut, MAX_TOKENS_PER_EVENT, STALL_FLOOR};
 use crate::target::{error_chain, HttpClient};
+use crate::timeouts::{body_max_tokens, RequestClass, RequestLimits};
 
 /// The measured window of a cell, shared by its streams. Unset until readiness; then fixed.
 ///
@@ -80,6 +83,28 @@ pub struct StreamOutcome {
     /// How long received bytes waited in the kernel before this stream read them (plain-HTTP
     /// targets with kernel receive timestamps; zero reads otherwise).
     pub read_delay: crate::h1::ReadDelay,
+    /// Fault facts: typed failure, 429s and retries, implausible usage, long silences.
+    pub facts: StreamFacts,
+}
+
+/// What a request revealed about the server beyond its record (see [`crate::plausibility`]).
+#[derive(Clone, Debug, Default, PartialEq)]
+pub struct StreamFacts {
+    /// Typed reason of `record.error` (None when the request did not fail).
+    pub kind: Option<FailureKind>,
+    /// HTTP 429 answers this request got (retries included).
+    pub rejected: u32,
+    /// Retries after a 429 (`--max-retries`).
+    pub retries: u32,
+    /// `Retry-After` of the last 429, when the server sent one.
+    pub retry_after: Option<Duration>,
+    /// The first moment the counted tokens exceeded [`MAX_TOKENS_PER_EVENT`] × token events:
+    /// (counted tokens, token events) then. Usage grew faster than the stream could carry.
+    pub usage_jump: Option<(u64, u64)>,
+    /// Silences between consecutive output-token arrivals of this request longer than
+    /// [`STALL_FLOOR`]: (previous token arrival, next token arrival). A request still silent
+    /// when it ended (cut at the window end) adds (last token arrival, end).
+    pub long_gaps: Vec<(Instant, Instant)>,
 }
 
 /// Text of a response, captured for task scoring.
@@ -105,6 +130,11 @@ pub struct StreamHooks<'a> {
     pub first_token: Option<(&'a AtomicBool, &'a AtomicU64)>,
     /// Keep the response text (task mode).
     pub capture_text: bool,
+    /// Requests of the same prompt in flight at once (C; 0 counts as 1): scales the first-token
+    /// deadline ([`crate::timeouts`]).
+    pub in_flight: u64,
+    /// Normal request or startup probe (which deadlines apply).
+    pub class: RequestClass,
 }
 
 /// The per-request accounting state fed by both transports.
@@ -116,10 +146,32 @@ struct Accounting<'h, 'a> {
     le_end: u64,
     window_events: u64,
     text: Option<CapturedText>,
+    /// Cut the stream when the counted tokens exceed this ([`max_tokens_cut`]).
+    cut_above: Option<u64>,
+    max_tokens: Option<u64>,
+    limit_exceeded: Option<(String, FailureKind)>,
+    usage_jump: Option<(u64, u64)>,
+    prev_token_at: Option<Instant>,
+    long_gaps: Vec<(Instant, Instant)>,
+    sse_events: u64,
+    first_bytes: Vec<u8>,
+    json_content_type: bool,
 }
 
+/// At most this many long gaps are kept per request.
+const MAX_GAPS: usize = 4096;
+
 impl<'h, 'a> Accounting<'h, 'a> {
-    fn new(hooks: &'h StreamHooks<'a>, sent_at: Instant) -> Self {
+    fn new(
+        hooks: &'h StreamHooks<'a>,
+        sent_at: Instant,
+        max_tokens: Option<u64>,
+        content_type: Option<&str>,
+    ) -> Self {
+        let json_content_type = content_type.is_some_and(|c| {
+            let c = c.to_ascii_lowercase();
+            c.contains("json") && !c.contains("event-stream")
+        });
         Accounting {
             hooks,
             tracker: RequestTracker::new(sent_at),
@@ -128,10 +180,61 @@ impl<'h, 'a> Accounting<'h, 'a> {
             le_end: 0,
             window_events: 0,
             text: hooks.capture_text.then(CapturedText::default),
+            cut_above: max_tokens.map(max_tokens_cut),
+            max_tokens,
+            limit_exceeded: None,
+            usage_jump: None,
+            prev_token_at: None,
+            long_gaps: Vec::new(),
+            sse_events: 0,
+            first_bytes: Vec::new(),
+            json_content_type,
+        }
+    }
+
+    fn first_token_at(&self) -> Option<Instant> {
+        self.tracker.first_token_at()
+    }
+
+    /// Bookkeeping of one token arrival: long gaps, the usage bound, the max_tokens cut.
+    fn on_token_arrival(&mut self, at: Instant) {
+        if let Some(prev) = self.prev_token_at {
+            if at.saturating_duration_since(prev) > STALL_FLOOR && self.long_gaps.len() < MAX_GAPS {
+                self.long_gaps.push((prev, at));
+            }
+        }
+        self.prev_token_at = Some(at);
+        let total = self.tracker.tokens();
+        let events = self.tracker.token_events().max(1);
+        if self.usage_jump.is_none() && total > MAX_TOKENS_PER_EVENT * events {
+            self.usage_jump = Some((total, events));
+        }
+        if let (Some(cut), Some(m), None) = (self.cut_above, self.max_tokens, &self.limit_exceeded)
+        {
+            if total > cut {
+                let (kind, what) = if total > MAX_TOKENS_PER_EVENT * events {
+                    (
+                        FailureKind::UsageImplausible,
+                        "usage_implausible: the server's usage reported",
+                    )
+                } else {
+                    (
+                        FailureKind::MaxTokensIgnored,
+                        "max_tokens_ignored: the server streamed",
+                    )
+                };
+                self.limit_exceeded = Some((
+                    format!(
+                        "{what} {total} completion tokens for max_tokens {m} over {events} token events; the stream was cut"
+                    ),
+                    kind,
+                ));
+            }
         }
     }
 
     fn on_event(&mut self, ev: &servebench_sse::SseEvent<'_>) {
+        self.sse_events += 1;
         let d: Decoded<'_> = decode_event(ev);
         if let (
             Some(t),
@@ -153,6 +256,7 @@ impl<'h, 'a> Accounting<'h, 'a> {
         if added == 0 && !token_event {
             return;
         }
+        self.on_token_arrival(ev.at);
         if let Some((flag, counter)) = self.hooks.first_token {
             if !flag.load(Ordering::Relaxed) && !flag.swap(true, Ordering::Relaxed) {
                 counter.fetch_add(1, Ordering::Relaxed);
@@ -184,6 +288,10 @@ impl<'h, 'a> Accounting<'h, 'a> {
     }
 
     fn push(&mut self, bytes: &[u8], at: Instant) {
+        if self.first_bytes.len() < 64 {
+            let n = (64 - self.first_bytes.len()).min(bytes.len());
+            self.first_bytes.extend_from_slice(&bytes[..n]);
+        }
         let mut framer = std::mem::take(&mut self.framer);
         framer.push(bytes, at, |ev| self.on_event(ev));
         self.framer = framer;
@@ -196,30 +304,83 @@ impl<'h, 'a> Accounting<'h, 'a> {
     }
 
     fn failed(&self) -> bool {
-        self.tracker.error().is_some() || self.framer.overflowed()
+        self.tracker.error().is_some() || self.framer.overflowed() || self.limit_exceeded.is_some()
     }
 
+    /// Closes the request. `transport_error`: a transport failure or a deadline that ended the
+    /// read loop, with its kind.
     fn close(
-        self,
+        mut self,
         clean_eof: bool,
         cancelled: bool,
-        mut transport_error: Option<String>,
+        transport_error: Option<(String, FailureKind)>,
     ) -> StreamOutcome {
-        if self.framer.overflowed() {
-            transport_error = Some(format!(
-                "malformed SSE stream: a line or event exceeded {} MiB",
-                servebench_sse::MAX_EVENT_BYTES / (1024 * 1024)
-            ));
+        let in_stream = self.tracker.error().map(str::to_owned);
+        let not_streaming = !cancelled
+            && self.sse_events == 0
+            && (self.json_content_type
+                || self
+                    .first_bytes
+                    .iter()
+                    .find(|b| !b.is_ascii_whitespace())
+                    .is_some_and(|&b| b == b'{'));
+        let now = Instant::now();
+        let last_token = self.prev_token_at;
+        let mut record = self.tracker.finish(now, clean_eof, cancelled);
+        // A request silent from its last token to its end (cut at the window end, or failed).
+        if let Some(last) = last_token {
+            if now.saturating_duration_since(last) > STALL_FLOOR && self.long_gaps.len() < MAX_GAPS
+            {
+                self.long_gaps.push((last, now));
+            }
         }
-        let mut record = self.tracker.finish(Instant::now(), clean_eof, cancelled);
-        if let Some(te) = transport_error {
-            if !cancelled {
+        let mut kind = None;
+        let special = if let Some(l) = self.limit_exceeded.take() {
+            Some(l)
+        } else if self.framer.overflowed() {
+            Some((
+                format!(
+                    "malformed SSE stream: a line or event exceeded {} MiB",
+                    servebench_sse::MAX_EVENT_BYTES / (1024 * 1024)
+                ),
+                FailureKind::MalformedStream,
+            ))
+        } else if not_streaming {
+            Some((
+                "not_streaming: the server answered the stream: true request with a plain JSON body, not an SSE stream \
+                 (it ignores `stream`; servebench needs token arrival times)"
+                    .to_string(),
+                FailureKind::NotStreaming,
+            ))
+        } else {
+            None
+        };
+        if !cancelled {
+            if let Some((msg, k)) = special {
+                record.error = Some(match &in_stream {
+                    Some(prev) => format!("{prev}; {msg}"),
+                    None => msg,
+                });
+                kind = Some(k);
+            } else if let Some((te, k)) = transport_error {
+                let timeout = k.is_timeout();
                 record.error = Some(match record.error.take() {
+                    Some(prev) if timeout && in_stream.is_none() => {
+                        let _ = prev;
+                        te
+                    }
                     Some(prev) if prev != servebench_sse::ERR_INTERRUPTED => {
                         format!("{prev}; {te}")
                     }
                     _ => te,
                 });
+                kind = Some(if in_stream.is_some() && !timeout {
+                    FailureKind::of_stream_error(in_stream.as_deref().unwrap_or_default())
+                } else {
+                    k
+                });
+            } else if let Some(e) = &record.error {
+                kind = Some(FailureKind::of_stream_error(e));
             }
         }
         StreamOutcome {
@@ -228,11 +389,17 @@ impl<'h, 'a> Accounting<'h, 'a> {
             window_token_events: self.window_events,
             text: self.text,
             read_delay: crate::h1::ReadDelay::default(),
+            facts: StreamFacts {
+                kind,
+                usage_jump: self.usage_jump,
+                long_gaps: self.long_gaps,
+                ..Default::default()
+            },
         }
     }
 }
 
-fn failed_before_stream(sent_at: Instant, err: String) -> StreamOutcome {
+fn failed_before_stream(sent_at: Instant, err: String, kind: FailureKind) -> StreamOutcome {
     let mut record = RequestTracker::new(sent_at).finish(Instant::now(), false, false);
     record.error = Some(err);
     StreamOutcome {
@@ -241,7 +408,25 @@ fn failed_before_stream(sent_at: Instant, err: String) -> StreamOutcome {
         window_token_events: 0,
         text: None,
         read_delay: crate::h1::ReadDelay::default(),
+        facts: StreamFacts {
+            kind: Some(kind),
+            ..Default::default()
+        },
     }
+}
+
+fn http_failure(sent_at: Instant, e: &crate::error::HttpError) -> StreamOutcome {
+    let mut out = failed_before_stream(sent_at, e.to_string(), FailureKind::of_http(e));
+    out.facts.retry_after = retry_after_of(e);
+    out
+}
+
+fn head_timeout(sent_at: Instant, limits: &RequestLimits) -> StreamOutcome {
+    failed_before_stream(
+        sent_at,
+        limits.message(FailureKind::FirstByteTimeout),
+        FailureKind::FirstByteTimeout,
+    )
 }
 
 fn cancelled_before_stream(sent_at: Instant) -> StreamOutcome {
@@ -252,6 +437,7 @@ fn cancelled_before_stream(sent_at: Instant) -> StreamOutcome {
         window_token_events: 0,
         text: None,
         read_delay: crate::h1::ReadDelay::default(),
+        facts: StreamFacts::default(),
     }
 }
 
@@ -263,7 +449,7 @@ async fn cancelled(c: Option<&CancellationToken>) {
 }
 
 /// One stand-alone request (scout, prefill sample, warmup) on a fresh connection, cut only by
-/// `cancel`.
+/// `cancel` and by the client's deadlines ([`crate::timeouts`]).
 pub async fn run_single(
     client: &HttpClient,
     path: &str,
@@ -283,12 +469,37 @@ pub async fn run_single(
     .await
 }
 
-/// Sends one streaming request and reads it to the end (or until cancelled).
+/// A startup probe (the decode JIT probe): like [`run_single`], with first byte and first token
+/// due within `--probe-timeout`.
+pub async fn run_probe(
+    client: &HttpClient,
+    path: &str,
+    body: Bytes,
+    cancel: &CancellationToken,
+) -> StreamOutcome {
+    run_stream(
+        client,
+        &mut None,
+        path,
+        body,
+        StreamHooks {
+            cancel: Some(cancel),
+            class: RequestClass::Probe,
+            ..Default::default()
+        },
+    )
+    .await
+}
+
+/// Sends one streaming request and reads it to the end (or until cancelled or past a deadline).
 ///
 /// `conn` is the stream slot's kept-alive connection (plain-HTTP targets): taken, reused and put
 /// back when the response ended cleanly. Never returns an error: failures are in
-/// `record.error` (HTTP status with the server's message, connection errors, error objects
-/// inside a 200 stream, malformed SSE, empty streams).
+/// `record.error` with their kind in `facts.kind` (HTTP status with the server's message,
+/// connection errors, error objects inside a 200 stream, malformed SSE, empty streams, plain JSON
+/// answers, timeouts, a server that ignores `max_tokens`). A request answered with HTTP 429 is
+/// retried up to the client's `max_retries` times after [`crate::timeouts::RequestPolicy::backoff`];
+/// the 429s and retries are counted in `facts`.
 pub async fn run_stream(
     client: &HttpClient,
     conn: &mut Option<H1Conn>,
@@ -296,9 +507,36 @@ pub async fn run_stream(
     body: Bytes,
     hooks: StreamHooks<'_>,
 ) -> StreamOutcome {
-    match client.h1_endpoint() {
-        Some(ep) => run_stream_h1(ep, conn, path, &body, &hooks).await,
-        None => run_stream_reqwest(client, path, body, &hooks).await,
+    let policy = *client.policy();
+    let limits = policy.limits(hooks.class, body.len(), hooks.in_flight);
+    let max_tokens = body_max_tokens(&body);
+    let (mut rejected, mut retries) = (0u32, 0u32);
+    loop {
+        let mut out = match client.h1_endpoint() {
+            Some(ep) => run_stream_h1(ep, conn, path, &body, &hooks, &limits, max_tokens).await,
+            None => {
+                run_stream_reqwest(client, path, body.clone(), &hooks, &limits, max_tokens).await
+            }
+        };
+        if out.facts.kind == Some(FailureKind::RateLimited) {
+            rejected += 1;
+            if retries < policy.max_retries {
+                retries += 1;
+                let wait = policy.backoff(retries, out.facts.retry_after);
+                let stop = tokio::select! {
+                    biased;
+                    _ = cancelled(hooks.cancel) => true,
+                    _ = tokio::time::sleep(wait) => false,
+                };
+                if !stop {
+                    continue;
+                }
+                out = cancelled_before_stream(Instant::now());
+            }
+        }
+        out.facts.rejected = rejected;
+        out.facts.retries = retries;
+        return out;
     }
 }
 
@@ -308,8 +546,12 @@ async fn run_stream_h1(
     path: &str,
     body: &[u8],
     hooks: &StreamHooks<'_>,
+    limits: &RequestLimits,
+    max_tokens: Option<u64>,
 ) -> StreamOutcome {
     let t0 = Instant::now();
+    let head_sleep = tokio::time::sleep_until((t0 + limits.first_byte).into());
+    tokio::pin!(head_sleep);
     // Start: reuse the slot's connection; if the server had closed it, retry once on a new one.
     let started = loop {
         let (conn, reused) = match slot.take() {
@@ -318,49 +560,79 @@ async fn run_stream_h1(
                 let c = tokio::select! {
                     biased;
                     _ = cancelled(hooks.cancel) => return cancelled_before_stream(t0),
+                    _ = &mut head_sleep => return head_timeout(t0, limits),
                     c = H1Conn::connect(ep) => c,
                 };
                 match c {
                     Ok(c) => (c, false),
-                    Err(e) => return failed_before_stream(t0, e.to_string()),
+                    Err(e) => return http_failure(t0, &e),
                 }
             }
         };
         let r = tokio::select! {
             biased;
             _ = cancelled(hooks.cancel) => return cancelled_before_stream(t0),
+            _ = &mut head_sleep => return head_timeout(t0, limits),
             r = h1::start(ep, conn, path, body, reused) => r,
         };
         match r {
             Ok(s) => break s,
             Err(StartError::StaleConnection) => continue,
-            Err(StartError::Http(e)) => return failed_before_stream(t0, e.to_string()),
+            Err(StartError::Http(e)) => return http_failure(t0, &e),
         }
     };
     let (mut stream, sent_at) = started;
-    let mut acc = Accounting::new(hooks, sent_at);
+    let mut acc = Accounting::new(hooks, sent_at, max_tokens, stream.content_type());
     let mut buf: Vec<u8> = Vec::with_capacity(16 * 1024);
     let (mut clean_eof, mut was_cancelled, mut transport_error) = (false, false, None);
     // One cancellation future for the whole stream: creating it per read would register and
     // unregister a waiter (a locked list operation) for every SSE event.
     let cancel = cancelled(hooks.cancel);
     tokio::pin!(cancel);
+    // One deadline timer, re-armed lazily when it fires (bytes move the idle deadline on).
+    let mut last_byte = sent_at;
+    let mut idle_armed = false;
+    let sleep = tokio::time::sleep_until(
+        deadline_or_far(limits.body_deadline(sent_at, None, sent_at)).into(),
+    );
+    tokio::pin!(sleep);
     loop {
         buf.clear();
         let r = tokio::select! {
             biased;
             _ = &mut cancel => { was_cancelled = true; break; }
+            _ = &mut sleep => {
+                match limits.body_deadline(sent_at, acc.first_token_at(), last_byte) {
+                    Some((d, kind)) if Instant::now() >= d => {
+                        transport_error = Some((limits.message(kind), kind));
+                        break;
+                    }
+                    d => {
+                        sleep.as_mut().reset(deadline_or_far(d).into());
+                        continue;
+                    }
+                }
+            }
             r = stream.next(&mut buf) => r,
         };
         match r {
-            Ok(Some(at)) => acc.push(&buf, at),
+            Ok(Some(at)) => {
+                last_byte = last_byte.max(at);
+                acc.push(&buf, at);
+                if !idle_armed && acc.first_token_at().is_some() {
+                    // the first token switches to the (usually shorter) idle deadline
+                    idle_armed = true;
+                    let d = limits.body_deadline(sent_at, acc.first_token_at(), last_byte);
+                    sleep.as_mut().reset(deadline_or_far(d).into());
+                }
+            }
             Ok(None) => {
                 acc.finish_framer(Instant::now());
                 clean_eof = true;
                 break;
             }
             Err(e) => {
-                transport_error = Some(e);
+                transport_error = Some((e, FailureKind::Transport));
                 break;
             }
         }
@@ -377,42 +649,85 @@ async fn run_stream_h1(
     out
 }
 
+/// The deadline, or one far in the future when none applies.
+fn deadline_or_far(d: Option<(Instant, FailureKind)>) -> Instant {
+    d.map(|d| d.0)
+        .unwrap_or_else(|| Instant::now() + Duration::from_secs(365 * 86_400))
+}
+
 async fn run_stream_reqwest(
     client: &HttpClient,
     path: &str,
     body: Bytes,
     hooks: &StreamHooks<'_>,
+    limits: &RequestLimits,
+    max_tokens: Option<u64>,
 ) -> StreamOutcome {
     let sent_at = Instant::now();
     let resp = tokio::select! {
         biased;
         _ = cancelled(hooks.cancel) => return cancelled_before_stream(sent_at),
+        _ = tokio::time::sleep(limits.first_byte) => return head_timeout(sent_at, limits),
         r = client.post_stream(path, body) => r,
     };
     let mut resp = match resp {
         Ok(r) => r,
-        Err(e) => return failed_before_stream(sent_at, e.to_string()),
+        Err(e) => return http_failure(sent_at, &e),
     };
-    let mut acc = Accounting::new(hooks, sent_at);
+    let content_type = resp
+        .headers()
+        .get(reqwest::header::CONTENT_TYPE)
+        .and_then(|v| v.to_str().ok())
+        .map(str::to_owned);
+    let mut acc = Accounting::new(hooks, sent_at, max_tokens, content_type.as_deref());
     let (mut clean_eof, mut was_cancelled, mut transport_error) = (false, false, None);
     let cancel = cancelled(hooks.cancel);
     tokio::pin!(cancel);
+    let mut last_byte = sent_at;
+    let mut idle_armed = false;
+    let sleep = tokio::time::sleep_until(
+        deadline_or_far(limits.body_deadline(sent_at, None, sent_at)).into(),
+    );
+    tokio::pin!(sleep);
     loop {
         let chunk = tokio::select! {
             biased;
             _ = &mut cancel => { was_cancelled = true; break; }
+            _ = &mut sleep => {
+                match limits.body_deadline(sent_at, acc.first_token_at(), last_byte) {
+                    Some((d, kind)) if Instant::now() >= d => {
+                        transport_error = Some((limits.message(kind), kind));
+                        break;
+                    }
+                    d => {
+                        sleep.as_mut().reset(deadline_or_far(d).into());
+                        continue;
+                    }
+                }
+            }
             c = resp.chunk() => c,
         };
         let at = Instant::now();
         match chunk {
-            Ok(Some(bytes)) => acc.push(&bytes, at),
+            Ok(Some(bytes)) => {
+                last_byte = at;
+                acc.push(&bytes, at);
+                if !idle_armed && acc.first_token_at().is_some() {
+                    idle_armed = true;
+                    let d = limits.body_deadline(sent_at, acc.first_token_at(), last_byte);
+                    sleep.as_mut().reset(deadline_or_far(d).into());
+                }
+            }
             Ok(None) => {
                 acc.finish_framer(at);
                 clean_eof = true;
                 break;
             }
             Err(e) => {
-                transport_error = Some(format!("stream read failed: {}", error_chain(&e)));
+                transport_error = Some((
+                    format!("stream read failed: {}", error_chain(&e)),
+                    FailureKind::Transport,
+                ));
                 break;
             }
         }

@@ -176,6 +176,7 @@ pub struct HttpClient {
     inner: reqwest::Client,
     target: Target,
     h1: Option<std::sync::Arc<crate::h1::H1Endpoint>>,
+    policy: crate::timeouts::RequestPolicy,
 }
 
 /// Connect timeout for every request, s (seed §3.11).
@@ -208,7 +209,23 @@ impl HttpClient {
                 detail: e.to_string(),
             })?;
         let h1 = crate::h1::H1Endpoint::from_target(&target).map(std::sync::Arc::new);
-        Ok(HttpClient { inner, target, h1 })
+        Ok(HttpClient {
+            inner,
+            target,
+            h1,
+            policy: crate::timeouts::RequestPolicy::default(),
+        })
+    }
+
+    /// The same client with `policy` (timeouts and 429 retries) for every streaming request.
+    pub fn with_policy(mut self, policy: crate::timeouts::RequestPolicy) -> HttpClient {
+        self.policy = policy;
+        self
+    }
+
+    /// Timeouts and retries of streaming requests.
+    pub fn policy(&self) -> &crate::timeouts::RequestPolicy {
+        &self.policy
     }
 
     /// The plain-HTTP streaming endpoint (None for `https://` targets, which stream via reqwest).

@@ -56,6 +56,7 @@ fn config(sim: &Sim) -> RunConfig {
         },
         burst: BurstConfig::default(),
         args_snapshot: serde_json::Value::Null,
+        policy: Default::default(),
     }
 }
 

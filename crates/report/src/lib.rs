@@ -495,11 +495,62 @@ pub fn render_text(r: &Results, opts: &ReportOptions) -> String {
             }
         }
     }
+    fault_sections(r, &mut out);
     if let Some(p) = &opts.json_path {
         out.push('\n');
         let _ = writeln!(out, "Results saved to {p}");
     }
     out
+}
+
+/// Requested vs real context (cells whose measured prompt differs from the label by more than
+/// 5 %) and HTTP 429 counts. Prints nothing for files without these fields.
+fn fault_sections(r: &Results, out: &mut String) {
+    let cells = || r.results.iter().chain(r.burst_results.iter());
+    let mut ctx_lines: Vec<String> = Vec::new();
+    for c in cells() {
+        let (Some(req), Some(m)) = (c.requested_context_tokens, c.measured_prompt_tokens) else {
+            continue;
+        };
+        if req == 0 || ((m as f64 - req as f64) / req as f64).abs() <= 0.05 {
+            continue;
+        }
+        let line = format!(
+            "  context {}: requested {req} tokens, the server counted {m} ({:+.0} %)",
+            format_context(req),
+            (m as f64 - req as f64) / req as f64 * 100.0
+        );
+        if !ctx_lines.contains(&line) {
+            ctx_lines.push(line);
+        }
+    }
+    if !ctx_lines.is_empty() {
+        out.push('\n');
+        let _ = writeln!(
+            out,
+            "Requested vs real context (cells are labelled with the requested context):"
+        );
+        for l in ctx_lines {
+            let _ = writeln!(out, "{l}");
+        }
+    }
+    let limited: Vec<&CellResult> = cells()
+        .filter(|c| c.rejected_requests.unwrap_or(0) > 0)
+        .collect();
+    if !limited.is_empty() {
+        out.push('\n');
+        let _ = writeln!(out, "HTTP 429 (rate limited) answers:");
+        for c in limited {
+            let _ = writeln!(
+                out,
+                "  C={} ctx={}: {} rejected, {} retried",
+                c.concurrency,
+                format_context(c.context_tokens),
+                c.rejected_requests.unwrap_or(0),
+                c.retried_requests.unwrap_or(0)
+            );
+        }
+    }
 }
 
 /// Serialises `r` as pretty JSON (2-space indent, trailing newline).

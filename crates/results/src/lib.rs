@@ -476,6 +476,39 @@ pub struct CellResult {
     pub server_window_seconds: Option<f64>,
     /// Warnings about this cell (usage not continuous, short outputs under ignore_eos, …).
     pub warnings: Vec<String>,
+    /// Typed reason behind an `error` / `invalid` status (`first_byte_timeout`,
+    /// `first_token_timeout`, `stream_stalled`, `request_timeout`, `rate_limited`,
+    /// `not_streaming`, `max_tokens_ignored`, `completion_above_max_tokens`,
+    /// `usage_implausible`, `prompt_truncated`, `stream_stalls`, …; see docs/metrics.md). Null
+    /// for ok and skipped cells and in older files.
+    pub error_kind: Option<String>,
+    /// Typed kinds of this cell's fault and plausibility warnings (`context_mismatch`,
+    /// `stream_stalls`, …), one entry per kind; the texts are in `warnings`.
+    pub warning_kinds: Vec<String>,
+    /// The requested context of the cell, tokens (= `context_tokens`, the label).
+    pub requested_context_tokens: Option<u64>,
+    /// Prompt tokens the server reported for this cell's prompt (usage.prompt_tokens), tokens.
+    pub measured_prompt_tokens: Option<u64>,
+    /// Prompt tokens servebench meant to send: the `/tokenize` count, or the calibrated
+    /// estimate, tokens.
+    pub sent_prompt_tokens: Option<u64>,
+    /// Requests of the cell answered with HTTP 429 (retries included).
+    pub rejected_requests: Option<u64>,
+    /// Retries after HTTP 429 (`--max-retries`; 0 when off).
+    pub retried_requests: Option<u64>,
+    /// Stalls inside the window: silences between consecutive token arrivals of one request
+    /// longer than `stall_threshold_s` that overlap the window.
+    pub stall_count: Option<u64>,
+    /// Longest such silence, s.
+    pub stall_longest_s: Option<f64>,
+    /// Stream-time inside the window spent in stalls, s (summed over streams, clipped to the
+    /// window).
+    pub stall_seconds: Option<f64>,
+    /// `stall_seconds` / stream-time inside the window (Σ over requests of their overlap with the
+    /// window), 0–1. Above 0.2 the cell is `invalid`.
+    pub stall_fraction: Option<f64>,
+    /// Silence that counts as a stall in this cell: max(10 × typical chunk gap, 1 s), s.
+    pub stall_threshold_s: Option<f64>,
 }
 
 /// When the window's edge scrapes were sent and answered, s relative to the window's opening

@@ -1,0 +1,527 @@
+//! `servebench run` against misbehaving servers (issue 7): every fault ends in bounded time
+//! with a typed reason, and no impossible number passes as `ok`.
+//!
+//! The server is [`faulty`], in this test process on 127.0.0.1. Each test sets short timeouts by
+//! flag so it is fast, and asserts the elapsed time, the exit code, the cell status and its
+//! typed `error_kind`. One test uses the default timeouts (a server that never answers).
+
+mod faulty;
+
+use std::io::Read;
+use std::process::{Command, Stdio};
+use std::time::{Duration, Instant};
+
+use faulty::{Config, Fault};
+use serde_json::Value;
+
+const BIN: &str = env!("CARGO_BIN_EXE_servebench");
+
+struct Run {
+    code: Option<i32>,
+    stdout: String,
+    stderr: String,
+    elapsed: Duration,
+    json: Option<Value>,
+}
+
+impl Run {
+    fn cell(&self) -> &Value {
+        &self.json.as_ref().expect("results file")["results"][0]
+    }
+
+    fn dump(&self) -> String {
+        format!(
+            "exit {:?} after {:.1}s\n--- stdout ---\n{}\n--- stderr ---\n{}",
+            self.code,
+            self.elapsed.as_secs_f64(),
+            self.stdout,
+            self.stderr
+        )
+    }
+}
+
+/// Runs `servebench run` against `url` with one C=1 context-0 cell and short settings, plus
+/// `extra`; kills it after `limit`.
+fn run(url: &str, extra: &[&str], limit: Duration) -> Run {
+    let dir = tempfile::tempdir().unwrap();
+    let out = dir.path().join("r.json");
+    let mut args: Vec<String> = [
+        "run",
+        "--url",
+        url,
+        "--concurrency",
+        "1",
+        "--contexts",
+        "0",
+        "--skip-prefill",
+        "--duration",
+        "1",
+        "--stable-seconds",
+        "0.3",
+        "--decode-warmup-seconds",
+        "0",
+        "--cell-pause-seconds",
+        "0",
+        "--max-tokens",
+        "32",
+        "--no-calibration-cache",
+        "-q",
+    ]
+    .iter()
+    .map(|s| s.to_string())
+    .collect();
+    // `extra` replaces a default flag of the same name
+    for f in extra {
+        if f.starts_with("--") {
+            if let Some(j) = args.iter().position(|a| a.as_str() == *f) {
+                let takes_value = args.get(j + 1).is_some_and(|v| !v.starts_with('-'));
+                args.drain(j..j + 1 + usize::from(takes_value));
+            }
+        }
+    }
+    args.extend(extra.iter().map(|s| s.to_string()));
+    args.push("-o".into());
+    args.push(out.display().to_string());
+    let t0 = Instant::now();
+    let mut child = Command::new(BIN)
+        .args(&args)
+        .stdin(Stdio::null())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .expect("spawn servebench");
+    let mut so = child.stdout.take().unwrap();
+    let mut se = child.stderr.take().unwrap();
+    let ho = std::thread::spawn(move || {
+        let mut s = String::new();
+        let _ = so.read_to_string(&mut s);
+        s
+    });
+    let he = std::thread::spawn(move || {
+        let mut s = String::new();
+        let _ = se.read_to_string(&mut s);
+        s
+    });
+    let code = loop {
+        if let Some(st) = child.try_wait().unwrap() {
+            break st.code();
+        }
+        if t0.elapsed() > limit {
+            let _ = child.kill();
+            let _ = child.wait();
+            let (o, e) = (ho.join().unwrap(), he.join().unwrap());
+            panic!(
+                "servebench still running after {limit:?} (it must end in bounded time)\n--- stdout ---\n{o}\n--- stderr ---\n{e}"
+            );
+        }
+        std::thread::sleep(Duration::from_millis(50));
+    };
+    let elapsed = t0.elapsed();
+    let json = std::fs::read_to_string(&out)
+        .ok()
+        .and_then(|t| serde_json::from_str(&t).ok());
+    Run {
+        code,
+        stdout: ho.join().unwrap(),
+        stderr: he.join().unwrap(),
+        elapsed,
+        json,
+    }
+}
+
+/// Asserts exit 3 and the first cell `invalid` with `kind`; returns the cell.
+#[track_caller]
+fn invalid_with(r: &Run, kind: &str) -> Value {
+    assert_eq!(r.code, Some(3), "{}", r.dump());
+    let c = r.cell().clone();
+    assert_eq!(
+        (c["status"].as_str(), c["error_kind"].as_str()),
+        (Some("invalid"), Some(kind)),
+        "{}\n{}",
+        c["status_reason"],
+        r.dump()
+    );
+    validate(r.json.as_ref().unwrap());
+    c
+}
+
+fn validate(v: &Value) {
+    let schema: Value = serde_json::from_str(servebench_results::SCHEMA_JSON).unwrap();
+    let val = jsonschema::validator_for(&schema).unwrap();
+    let errs: Vec<String> = val.iter_errors(v).map(|e| e.to_string()).collect();
+    assert!(errs.is_empty(), "schema: {errs:?}");
+}
+
+const SHORT_LIMIT: Duration = Duration::from_secs(30);
+
+#[test]
+fn healthy_server_has_no_fault_findings() {
+    let s = faulty::start(Config::new(Fault::Healthy, 0));
+    let r = run(&s.url(), &[], SHORT_LIMIT);
+    assert_eq!(r.code, Some(0), "{}", r.dump());
+    let c = r.cell();
+    assert_eq!(c["status"], "ok", "{c:#}");
+    assert_eq!(c["rejected_requests"], 0);
+    assert_eq!(c["stall_count"], 0);
+    assert!(c["error_kind"].is_null());
+    assert_eq!(c["warning_kinds"], serde_json::json!([]), "{c:#}");
+    validate(r.json.as_ref().unwrap());
+}
+
+#[test]
+fn never_answering_server_ends_the_run_with_default_timeouts() {
+    // Accepts every completion request and never answers: the startup JIT probe times out after
+    // the default --probe-timeout (30 s) and the run ends with exit 1.
+    let s = faulty::start(Config::new(Fault::HangBeforeHeaders, 0));
+    let r = run(&s.url(), &[], Duration::from_secs(120));
+    assert_eq!(r.code, Some(1), "{}", r.dump());
+    assert!(r.elapsed < Duration::from_secs(60), "{}", r.dump());
+    let err = r
+        .stderr
+        .lines()
+        .find(|l| l.starts_with("error:"))
+        .unwrap_or_default();
+    assert!(
+        err.contains("first_byte_timeout") && err.contains("--probe-timeout"),
+        "{}",
+        r.dump()
+    );
+}
+
+#[test]
+fn hang_before_headers_fails_the_cell() {
+    let s = faulty::start(Config::new(Fault::HangBeforeHeaders, 1));
+    let r = run(&s.url(), &["--first-byte-timeout", "1"], SHORT_LIMIT);
+    let c = invalid_with(&r, "first_byte_timeout");
+    assert!(c["status_reason"]
+        .as_str()
+        .unwrap()
+        .contains("--first-byte-timeout"));
+    assert!(r.elapsed < Duration::from_secs(15), "{}", r.dump());
+}
+
+#[test]
+fn hang_after_headers_fails_on_the_first_token_deadline() {
+    let s = faulty::start(Config::new(Fault::HangAfterHeaders, 1));
+    let r = run(
+        &s.url(),
+        &[
+            "--first-token-timeout",
+            "1",
+            "--first-token-timeout-per-1k",
+            "0",
+        ],
+        SHORT_LIMIT,
+    );
+    let c = invalid_with(&r, "first_token_timeout");
+    assert!(c["status_reason"]
+        .as_str()
+        .unwrap()
+        .contains("--first-token-timeout"));
+    assert!(r.elapsed < Duration::from_secs(15), "{}", r.dump());
+}
+
+#[test]
+fn hang_after_headers_in_request_count_mode() {
+    let s = faulty::start(Config::new(Fault::HangAfterHeaders, 1));
+    let r = run(
+        &s.url(),
+        &[
+            "--request-count",
+            "2",
+            "--first-token-timeout",
+            "1",
+            "--first-token-timeout-per-1k",
+            "0",
+        ],
+        SHORT_LIMIT,
+    );
+    invalid_with(&r, "first_token_timeout");
+    assert!(r.elapsed < Duration::from_secs(15), "{}", r.dump());
+}
+
+#[test]
+fn stall_mid_stream_hits_the_idle_timeout() {
+    let s = faulty::start(Config::new(Fault::StallAfter { tokens: 3 }, 1));
+    let r = run(&s.url(), &["--stream-idle-timeout", "1"], SHORT_LIMIT);
+    let c = invalid_with(&r, "stream_stalled");
+    assert!(c["status_reason"]
+        .as_str()
+        .unwrap()
+        .contains("--stream-idle-timeout"));
+    assert!(r.elapsed < Duration::from_secs(15), "{}", r.dump());
+}
+
+#[test]
+fn stall_mid_stream_in_request_count_mode() {
+    let s = faulty::start(Config::new(Fault::StallAfter { tokens: 3 }, 1));
+    let r = run(
+        &s.url(),
+        &["--request-count", "2", "--stream-idle-timeout", "1"],
+        SHORT_LIMIT,
+    );
+    invalid_with(&r, "stream_stalled");
+    assert!(r.elapsed < Duration::from_secs(15), "{}", r.dump());
+}
+
+#[test]
+fn endless_stream_is_cut_as_ignoring_max_tokens() {
+    let s = faulty::start(Config::new(Fault::Endless, 1));
+    let r = run(
+        &s.url(),
+        &["--request-count", "2", "--max-tokens", "16"],
+        SHORT_LIMIT,
+    );
+    invalid_with(&r, "max_tokens_ignored");
+    assert!(r.elapsed < Duration::from_secs(15), "{}", r.dump());
+}
+
+#[test]
+fn absurd_usage_is_never_ok() {
+    // usage.completion_tokens jumps to 1e6 with max_tokens 32 (issue case 3)
+    let s = faulty::start(Config::new(Fault::AbsurdUsage, 1));
+    let r = run(&s.url(), &[], SHORT_LIMIT);
+    invalid_with(&r, "usage_implausible");
+    let s = faulty::start(Config::new(Fault::AbsurdUsage, 1));
+    let r = run(&s.url(), &["--request-count", "2"], SHORT_LIMIT);
+    invalid_with(&r, "usage_implausible");
+}
+
+#[test]
+fn truncated_prompt_is_flagged_with_the_real_size() {
+    // the server reports prompt_tokens 10 for a 1k context (issue case 4)
+    let s = faulty::start(Config::new(Fault::PromptTokens(10), 1));
+    let r = run(&s.url(), &["--contexts", "1k"], SHORT_LIMIT);
+    let c = invalid_with(&r, "prompt_truncated");
+    assert_eq!(c["measured_prompt_tokens"], 10, "{c:#}");
+    assert_eq!(c["requested_context_tokens"], 1024);
+    let sent = c["sent_prompt_tokens"].as_u64().unwrap();
+    assert!((1000..=1024).contains(&sent), "{c:#}");
+    assert!(r.stdout.contains("prompt_truncated"), "{}", r.dump());
+}
+
+#[test]
+fn base_prompt_larger_than_the_context_is_reported() {
+    // every prompt really has 354 tokens for context 64 (issue case 6)
+    let s = faulty::start(Config {
+        min_prompt_tokens: 354,
+        ..Config::new(Fault::Healthy, 0)
+    });
+    let r = run(&s.url(), &["--contexts", "64"], SHORT_LIMIT);
+    assert_eq!(r.code, Some(0), "{}", r.dump());
+    let v = r.json.as_ref().unwrap();
+    let c = r.cell();
+    assert_eq!(c["status"], "ok");
+    assert_eq!(c["requested_context_tokens"], 64);
+    assert_eq!(c["measured_prompt_tokens"], 354);
+    assert_eq!(c["warning_kinds"], serde_json::json!(["context_mismatch"]));
+    let log = v["event_log"].to_string();
+    assert!(
+        log.contains("startup warning: context 64: the base prompt alone has 354 tokens"),
+        "{log}"
+    );
+    assert!(
+        r.stdout.contains("context 64") && r.stdout.contains("354"),
+        "{}",
+        r.dump()
+    );
+    validate(v);
+}
+
+#[test]
+fn plain_json_answer_to_a_stream_request() {
+    let s = faulty::start(Config::new(Fault::PlainJson, 1));
+    let r = run(&s.url(), &[], SHORT_LIMIT);
+    invalid_with(&r, "not_streaming");
+}
+
+#[test]
+fn http_429_without_retries_fails_the_cell_and_is_counted() {
+    let s = faulty::start(Config::new(
+        Fault::TooMany {
+            times: 1000,
+            retry_after: None,
+        },
+        1,
+    ));
+    let r = run(&s.url(), &[], SHORT_LIMIT);
+    let c = invalid_with(&r, "rate_limited");
+    assert!(c["rejected_requests"].as_u64().unwrap() >= 1, "{c:#}");
+    assert_eq!(c["retried_requests"], 0);
+    assert!(r.stdout.contains("429"), "{}", r.dump());
+}
+
+#[test]
+fn http_429_with_retry_after_is_retried_and_recorded() {
+    let s = faulty::start(Config::new(
+        Fault::TooMany {
+            times: 2,
+            retry_after: Some(1),
+        },
+        1,
+    ));
+    let r = run(&s.url(), &["--max-retries", "3"], SHORT_LIMIT);
+    assert_eq!(r.code, Some(0), "{}", r.dump());
+    let c = r.cell();
+    assert_eq!(c["status"], "ok", "{c:#}");
+    assert_eq!(c["rejected_requests"], 2, "{c:#}");
+    assert_eq!(c["retried_requests"], 2, "{c:#}");
+    // two Retry-After waits of 1 s
+    assert!(r.elapsed >= Duration::from_secs(2), "{}", r.dump());
+    // the JIT probe, two 429s, then the healthy stream(s)
+    assert!(
+        s.completions.load(std::sync::atomic::Ordering::SeqCst) >= 4,
+        "{}",
+        r.dump()
+    );
+    assert!(r.stdout.contains("429"), "{}", r.dump());
+    validate(r.json.as_ref().unwrap());
+}
+
+#[test]
+fn http_429_without_retry_after_backs_off() {
+    let s = faulty::start(Config::new(
+        Fault::TooMany {
+            times: 1,
+            retry_after: None,
+        },
+        1,
+    ));
+    let r = run(&s.url(), &["--max-retries", "1"], SHORT_LIMIT);
+    assert_eq!(r.code, Some(0), "{}", r.dump());
+    assert_eq!(r.cell()["retried_requests"], 1);
+    assert!(r.elapsed >= Duration::from_secs(1), "{}", r.dump());
+}
+
+#[test]
+fn stream_silent_for_most_of_the_window_is_invalid() {
+    // issue case 5: a C=1 stream that is silent for most of the window (2.5 s pauses) while
+    // the idle timeout is not reached
+    let s = faulty::start(Config::new(
+        Fault::PauseMidStream {
+            burst: 10,
+            pause_ms: 2500,
+        },
+        1,
+    ));
+    let r = run(
+        &s.url(),
+        &[
+            "--duration",
+            "3",
+            "--max-tokens",
+            "40",
+            "--stream-idle-timeout",
+            "30",
+        ],
+        SHORT_LIMIT,
+    );
+    let c = invalid_with(&r, "stream_stalls");
+    assert!(c["stall_count"].as_u64().unwrap() >= 1, "{c:#}");
+    let longest = c["stall_longest_s"].as_f64().unwrap();
+    assert!((2.0..3.5).contains(&longest), "{c:#}");
+    assert!(c["stall_fraction"].as_f64().unwrap() > 0.2, "{c:#}");
+}
+
+#[test]
+fn sse_comment_pings_count_as_bytes_for_the_idle_timeout() {
+    // 1.6 s without tokens but with a ping every 200 ms: the 1 s idle timeout does not fire
+    let s = faulty::start(Config::new(
+        Fault::PingPause {
+            burst: 5,
+            pause_ms: 1600,
+        },
+        1,
+    ));
+    let r = run(
+        &s.url(),
+        &["--request-count", "1", "--stream-idle-timeout", "1"],
+        SHORT_LIMIT,
+    );
+    assert_eq!(r.code, Some(0), "{}", r.dump());
+    assert_eq!(r.cell()["status"], "ok", "{}", r.dump());
+    // without the pings the same pause is a stalled stream
+    let s = faulty::start(Config::new(
+        Fault::PauseMidStream {
+            burst: 5,
+            pause_ms: 1600,
+        },
+        1,
+    ));
+    let r = run(
+        &s.url(),
+        &["--request-count", "1", "--stream-idle-timeout", "1"],
+        SHORT_LIMIT,
+    );
+    invalid_with(&r, "stream_stalled");
+}
+
+#[test]
+fn completion_tokens_above_max_tokens_are_invalid() {
+    let s = faulty::start(Config::new(Fault::ExtraTokens(8), 1));
+    let r = run(&s.url(), &[], SHORT_LIMIT);
+    invalid_with(&r, "completion_above_max_tokens");
+}
+
+#[test]
+fn calibration_that_never_answers_ends_the_run() {
+    // no /tokenize: prompts are sized by calibration requests, which hang
+    let s = faulty::start(Config {
+        no_tokenize: true,
+        ..Config::new(Fault::HangBeforeHeaders, 0)
+    });
+    let r = run(
+        &s.url(),
+        &["--contexts", "1k", "--probe-timeout", "1"],
+        SHORT_LIMIT,
+    );
+    assert_eq!(r.code, Some(1), "{}", r.dump());
+    assert!(r.elapsed < Duration::from_secs(15), "{}", r.dump());
+    let err = r
+        .stderr
+        .lines()
+        .find(|l| l.starts_with("error:"))
+        .unwrap_or_default();
+    assert!(
+        err.contains("calibration") && err.contains("--probe-timeout"),
+        "{}",
+        r.dump()
+    );
+}
+
+#[test]
+fn a_server_that_dies_mid_run_ends_the_matrix() {
+    // answers the JIT probe, then hangs: the first cell times out, the health probe gets no
+    // answer, and the remaining cells are reported as not run instead of timing out one by one
+    let s = faulty::start(Config::new(Fault::HangAfterHeaders, 1));
+    let r = run(
+        &s.url(),
+        &[
+            "--concurrency",
+            "1,2,4",
+            "--first-token-timeout",
+            "1",
+            "--first-token-timeout-per-1k",
+            "0",
+            "--probe-timeout",
+            "1",
+        ],
+        SHORT_LIMIT,
+    );
+    let c = invalid_with(&r, "first_token_timeout");
+    let _ = c;
+    let cells = r.json.as_ref().unwrap()["results"]
+        .as_array()
+        .unwrap()
+        .clone();
+    assert_eq!(cells.len(), 3);
+    for c in &cells[1..] {
+        assert_eq!(c["status"], "error", "{c:#}");
+        assert_eq!(c["error_kind"], "probe_timeout");
+        assert!(c["status_reason"]
+            .as_str()
+            .unwrap()
+            .contains("stopped answering"));
+    }
+    assert!(r.elapsed < Duration::from_secs(15), "{}", r.dump());
+}

@@ -1,0 +1,373 @@
+//! A small misbehaving OpenAI-compatible server on 127.0.0.1 for fault tests.
+//!
+//! Plain `std::net` threads, one per connection, `Connection: close` after every answer.
+//! `GET /v1/models` lists model `m`; `POST /tokenize` counts (characters of the message
+//! contents / 4) + 10 tokens (at least `min_prompt_tokens`); every other GET is a 404.
+//! Completion requests get the healthy stream (a role chunk, then `max_tokens` one-token chunks
+//! 5 ms apart, each with cumulative usage, a finish chunk and `[DONE]`) for the first
+//! `healthy_first` requests, then the configured [`Fault`].
+
+use std::io::{Read, Write};
+use std::net::{TcpListener, TcpStream};
+use std::sync::atomic::{AtomicUsize, Ordering};
+use std::sync::Arc;
+use std::time::Duration;
+
+/// What the server does to completion requests after the healthy ones.
+#[derive(Clone, Debug)]
+pub enum Fault {
+    /// Answers correctly.
+    Healthy,
+    /// Reads the request and never answers.
+    HangBeforeHeaders,
+    /// Sends the SSE response head, then nothing.
+    HangAfterHeaders,
+    /// Streams `tokens` tokens, then goes silent (connection kept open).
+    StallAfter { tokens: u64 },
+    /// Streams tokens forever, ignoring max_tokens.
+    Endless,
+    /// After three tokens, usage.completion_tokens jumps to 1,000,000.
+    AbsurdUsage,
+    /// Healthy stream, but usage.prompt_tokens is this.
+    PromptTokens(u64),
+    /// A plain JSON chat completion (no SSE) to the stream request.
+    PlainJson,
+    /// HTTP 429 for the next `times` completion requests (with `Retry-After: s` when given),
+    /// healthy after that.
+    TooMany {
+        times: usize,
+        retry_after: Option<u64>,
+    },
+    /// Streams `burst` tokens 5 ms apart, is silent for `pause_ms`, streams the rest.
+    PauseMidStream { burst: u64, pause_ms: u64 },
+    /// Like `PauseMidStream`, but sends an SSE comment (`: ping`) every 200 ms of the pause.
+    PingPause { burst: u64, pause_ms: u64 },
+    /// A healthy stream with this many tokens more than max_tokens.
+    ExtraTokens(u64),
+}
+
+/// A running faulty server.
+pub struct Faulty {
+    /// Port on 127.0.0.1.
+    pub port: u16,
+    /// Completion requests received so far.
+    pub completions: Arc<AtomicUsize>,
+}
+
+impl Faulty {
+    /// `http://127.0.0.1:port`.
+    pub fn url(&self) -> String {
+        format!("http://127.0.0.1:{}", self.port)
+    }
+}
+
+/// Settings of a faulty server.
+#[derive(Clone, Debug)]
+pub struct Config {
+    /// The fault.
+    pub fault: Fault,
+    /// Completion requests answered healthily before the fault starts (the startup JIT probe is
+    /// the first one).
+    pub healthy_first: usize,
+    /// Smallest `/tokenize` count (a base prompt of this size).
+    pub min_prompt_tokens: u64,
+    /// Answer `/tokenize` with 404 (prompts are then sized by calibration requests, which are
+    /// completion requests).
+    pub no_tokenize: bool,
+}
+
+impl Config {
+    /// `fault` after `healthy_first` healthy completions.
+    pub fn new(fault: Fault, healthy_first: usize) -> Self {
+        Config {
+            fault,
+            healthy_first,
+            min_prompt_tokens: 0,
+            no_tokenize: false,
+        }
+    }
+}
+
+/// Starts the server on an ephemeral port.
+pub fn start(cfg: Config) -> Faulty {
+    let listener = TcpListener::bind("127.0.0.1:0").expect("bind");
+    let port = listener.local_addr().unwrap().port();
+    let completions = Arc::new(AtomicUsize::new(0));
+    let count = completions.clone();
+    std::thread::spawn(move || {
+        for conn in listener.incoming().flatten() {
+            let cfg = cfg.clone();
+            let count = count.clone();
+            std::thread::spawn(move || {
+                let _ = serve(conn, &cfg, &count);
+            });
+        }
+    });
+    Faulty { port, completions }
+}
+
+struct Request {
+    method: String,
+    path: String,
+    body: String,
+}
+
+fn read_request(s: &mut TcpStream) -> std::io::Result<Option<Request>> {
+    let mut buf = Vec::new();
+    let mut tmp = [0u8; 65536];
+    let head_end = loop {
+        if let Some(i) = buf.windows(4).position(|w| w == b"\r\n\r\n") {
+            break i + 4;
+        }
+        let n = s.read(&mut tmp)?;
+        if n == 0 {
+            return Ok(None);
+        }
+        buf.extend_from_slice(&tmp[..n]);
+    };
+    let head = String::from_utf8_lossy(&buf[..head_end]).to_string();
+    let mut lines = head.lines();
+    let first = lines.next().unwrap_or_default();
+    let mut parts = first.split_whitespace();
+    let method = parts.next().unwrap_or_default().to_string();
+    let path = parts.next().unwrap_or_default().to_string();
+    let len: usize = lines
+        .filter_map(|l| l.split_once(':'))
+        .find(|(k, _)| k.trim().eq_ignore_ascii_case("content-length"))
+        .and_then(|(_, v)| v.trim().parse().ok())
+        .unwrap_or(0);
+    while buf.len() < head_end + len {
+        let n = s.read(&mut tmp)?;
+        if n == 0 {
+            break;
+        }
+        buf.extend_from_slice(&tmp[..n]);
+    }
+    let body = String::from_utf8_lossy(&buf[head_end..]).to_string();
+    Ok(Some(Request { method, path, body }))
+}
+
+fn respond(s: &mut TcpStream, status: &str, extra: &str, ctype: &str, body: &str) {
+    let _ = write!(
+        s,
+        "HTTP/1.1 {status}\r\nContent-Type: {ctype}\r\nContent-Length: {}\r\nConnection: close\r\n{extra}\r\n{body}",
+        body.len()
+    );
+    let _ = s.flush();
+}
+
+fn sse_head(s: &mut TcpStream) -> std::io::Result<()> {
+    write!(
+        s,
+        "HTTP/1.1 200 OK\r\nContent-Type: text/event-stream\r\nTransfer-Encoding: chunked\r\nConnection: close\r\n\r\n"
+    )?;
+    s.flush()
+}
+
+fn chunk(s: &mut TcpStream, data: &str) -> std::io::Result<()> {
+    write!(s, "{:x}\r\n{data}\r\n", data.len())?;
+    s.flush()
+}
+
+fn event(s: &mut TcpStream, json: &str) -> std::io::Result<()> {
+    chunk(s, &format!("data: {json}\n\n"))
+}
+
+fn token(s: &mut TcpStream, prompt: u64, completion: u64) -> std::io::Result<()> {
+    event(
+        s,
+        &format!(
+            r#"{{"id":"x","object":"chat.completion.chunk","choices":[{{"index":0,"delta":{{"content":"tok "}},"finish_reason":null}}],"usage":{{"prompt_tokens":{prompt},"completion_tokens":{completion},"total_tokens":{}}}}}"#,
+            prompt + completion
+        ),
+    )
+}
+
+fn finish(s: &mut TcpStream, prompt: u64, completion: u64) -> std::io::Result<()> {
+    event(
+        s,
+        &format!(
+            r#"{{"id":"x","object":"chat.completion.chunk","choices":[{{"index":0,"delta":{{}},"finish_reason":"length"}}],"usage":{{"prompt_tokens":{prompt},"completion_tokens":{completion},"total_tokens":{}}}}}"#,
+            prompt + completion
+        ),
+    )?;
+    event(s, "[DONE]")?;
+    chunk(s, "")
+}
+
+fn hang() {
+    std::thread::sleep(Duration::from_secs(3600));
+}
+
+/// Characters of every `"content"` string of the request / 4 + 10.
+fn count_tokens(body: &str, min: u64) -> u64 {
+    let v: serde_json::Value = serde_json::from_str(body).unwrap_or_default();
+    let mut chars = 0usize;
+    if let Some(msgs) = v.get("messages").and_then(|m| m.as_array()) {
+        for m in msgs {
+            chars += m
+                .get("content")
+                .and_then(|c| c.as_str())
+                .map_or(0, str::len);
+        }
+    }
+    if let Some(p) = v.get("prompt").and_then(|p| p.as_str()) {
+        chars += p.len();
+    }
+    (chars as u64 / 4 + 10).max(min)
+}
+
+fn serve(mut s: TcpStream, cfg: &Config, count: &AtomicUsize) -> std::io::Result<()> {
+    let Some(req) = read_request(&mut s)? else {
+        return Ok(());
+    };
+    match (req.method.as_str(), req.path.as_str()) {
+        ("GET", "/v1/models") => {
+            respond(
+                &mut s,
+                "200 OK",
+                "",
+                "application/json",
+                r#"{"object":"list","data":[{"id":"m","object":"model","owned_by":"faulty"}]}"#,
+            );
+            return Ok(());
+        }
+        ("POST", "/tokenize") if !cfg.no_tokenize => {
+            let n = count_tokens(&req.body, cfg.min_prompt_tokens);
+            respond(
+                &mut s,
+                "200 OK",
+                "",
+                "application/json",
+                &format!(r#"{{"count":{n},"max_model_len":131072}}"#),
+            );
+            return Ok(());
+        }
+        ("POST", p) if p.ends_with("/completions") => {}
+        _ => {
+            respond(&mut s, "404 Not Found", "", "text/plain", "not found");
+            return Ok(());
+        }
+    }
+    let v: serde_json::Value = serde_json::from_str(&req.body).unwrap_or_default();
+    let max_tokens = v.get("max_tokens").and_then(|m| m.as_u64()).unwrap_or(16);
+    let prompt = count_tokens(&req.body, cfg.min_prompt_tokens);
+    let n = count.fetch_add(1, Ordering::SeqCst);
+    let fault = if n < cfg.healthy_first {
+        Fault::Healthy
+    } else {
+        cfg.fault.clone()
+    };
+    if v.get("stream").and_then(|s| s.as_bool()) != Some(true)
+        && !matches!(fault, Fault::HangBeforeHeaders)
+    {
+        // calibration (non-streaming)
+        respond(
+            &mut s,
+            "200 OK",
+            "",
+            "application/json",
+            &format!(
+                r#"{{"id":"x","object":"chat.completion","choices":[{{"index":0,"message":{{"role":"assistant","content":"a"}},"finish_reason":"length"}}],"usage":{{"prompt_tokens":{prompt},"completion_tokens":1,"total_tokens":1}}}}"#
+            ),
+        );
+        return Ok(());
+    }
+    let healthy_n = |s: &mut TcpStream, prompt: u64, n: u64| -> std::io::Result<()> {
+        sse_head(s)?;
+        for k in 1..=n {
+            token(s, prompt, k)?;
+            std::thread::sleep(Duration::from_millis(5));
+        }
+        finish(s, prompt, n)
+    };
+    let healthy = |s: &mut TcpStream, prompt: u64| healthy_n(s, prompt, max_tokens);
+    match fault {
+        Fault::Healthy => healthy(&mut s, prompt)?,
+        Fault::HangBeforeHeaders => hang(),
+        Fault::HangAfterHeaders => {
+            sse_head(&mut s)?;
+            hang();
+        }
+        Fault::StallAfter { tokens } => {
+            sse_head(&mut s)?;
+            for k in 1..=tokens {
+                token(&mut s, prompt, k)?;
+                std::thread::sleep(Duration::from_millis(5));
+            }
+            hang();
+        }
+        Fault::Endless => {
+            sse_head(&mut s)?;
+            let mut k = 0;
+            loop {
+                k += 1;
+                token(&mut s, prompt, k)?;
+                std::thread::sleep(Duration::from_millis(2));
+            }
+        }
+        Fault::AbsurdUsage => {
+            sse_head(&mut s)?;
+            for k in 1..=3 {
+                token(&mut s, prompt, k)?;
+            }
+            token(&mut s, prompt, 1_000_000)?;
+            finish(&mut s, prompt, 1_000_000)?;
+        }
+        Fault::PromptTokens(p) => healthy(&mut s, p)?,
+        Fault::PlainJson => respond(
+            &mut s,
+            "200 OK",
+            "",
+            "application/json",
+            &format!(
+                r#"{{"id":"x","object":"chat.completion","choices":[{{"index":0,"message":{{"role":"assistant","content":"hello"}},"finish_reason":"length"}}],"usage":{{"prompt_tokens":{prompt},"completion_tokens":{max_tokens},"total_tokens":1}}}}"#
+            ),
+        ),
+        Fault::TooMany { times, retry_after } => {
+            if n < cfg.healthy_first + times {
+                let extra = retry_after
+                    .map(|r| format!("Retry-After: {r}\r\n"))
+                    .unwrap_or_default();
+                respond(
+                    &mut s,
+                    "429 Too Many Requests",
+                    &extra,
+                    "application/json",
+                    r#"{"error":{"message":"rate limit exceeded","type":"rate_limit"}}"#,
+                );
+            } else {
+                healthy(&mut s, prompt)?;
+            }
+        }
+        Fault::ExtraTokens(extra) => healthy_n(&mut s, prompt, max_tokens + extra)?,
+        Fault::PingPause { burst, pause_ms } => {
+            sse_head(&mut s)?;
+            for k in 1..=max_tokens {
+                token(&mut s, prompt, k)?;
+                if k == burst {
+                    for _ in 0..pause_ms / 200 {
+                        std::thread::sleep(Duration::from_millis(200));
+                        chunk(&mut s, ": ping\n\n")?;
+                    }
+                } else {
+                    std::thread::sleep(Duration::from_millis(5));
+                }
+            }
+            finish(&mut s, prompt, max_tokens)?;
+        }
+        Fault::PauseMidStream { burst, pause_ms } => {
+            sse_head(&mut s)?;
+            for k in 1..=max_tokens {
+                token(&mut s, prompt, k)?;
+                if k == burst {
+                    std::thread::sleep(Duration::from_millis(pause_ms));
+                } else {
+                    std::thread::sleep(Duration::from_millis(5));
+                }
+            }
+            finish(&mut s, prompt, max_tokens)?;
+        }
+    }
+    Ok(())
+}

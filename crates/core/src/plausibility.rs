@@ -1,0 +1,452 @@
+//! Plausibility checks: numbers a correct server cannot produce never pass as `ok`.
+//!
+//! Each check gives a typed [`Finding`]: a warning (the cell stays `ok`, the text goes to
+//! `warnings`, the kind to `warning_kinds`) or `invalid` (status `invalid`, the text becomes
+//! `status_reason`, the kind `error_kind`). The rules (also in docs/metrics.md):
+//!
+//! * **Completion tokens above `max_tokens`** (any request of the cell, final count): invalid
+//!   `completion_above_max_tokens`.
+//! * **A server that ignores `max_tokens`**: a stream whose counted tokens pass
+//!   [`max_tokens_cut`] (2 × max_tokens + 16) is cut at once, so an endless stream ends; the
+//!   request fails with `max_tokens_ignored` and the cell is invalid.
+//! * **Usage faster than the stream**: a request whose counted tokens ever exceed
+//!   [`MAX_TOKENS_PER_EVENT`] (64) × its token events so far: invalid `usage_implausible`.
+//!   Speculative decoding / MTP chunks carry a few tokens each (num_speculative_tokens + 1,
+//!   typically ≤ 8), far below the bound.
+//! * **Prompt truncation**: the server counted fewer than [`TRUNCATION_RATIO`] (50 %) of the
+//!   prompt tokens servebench sent (exact `/tokenize` count or calibrated estimate): invalid
+//!   `prompt_truncated`; with an uncalibrated estimate only a warning.
+//! * **Requested vs real context**: measured prompt tokens differ from the requested context by
+//!   more than [`CONTEXT_TOLERANCE`] (5 %), including a base prompt larger than the requested
+//!   context: warning `context_mismatch`. Context 0 ("the base prompt only") is never flagged.
+//! * **Stalls inside the window**: a silence between consecutive token arrivals of one request
+//!   (or from its last token to its end) longer than max([`STALL_FACTOR`] (10) × the cell's
+//!   typical chunk gap, [`STALL_FLOOR`] (1 s)) that overlaps the window is a stall. The typical
+//!   chunk gap is the mean gap between token events of the cell's in-window requests, leaving out
+//!   gaps over 1 s (so the stalls do not raise their own threshold); without such gaps, the
+//!   cell's chunk-ITL p50. Any stall: warning `stream_stalls`; stalled stream-time above
+//!   [`STALL_INVALID_FRACTION`] (20 %) of the stream-time in the window: invalid.
+//! * **Plain JSON answer to `stream: true`** and the timeouts are request failures
+//!   ([`crate::failure::FailureKind`]) that invalidate the cell through the usual path.
+
+use std::time::{Duration, Instant};
+
+use servebench_results::{format_context, CellResult, CellStatus};
+
+use crate::failure::FailureKind;
+
+/// Bound on tokens per token event (see the module docs).
+pub const MAX_TOKENS_PER_EVENT: u64 = 64;
+/// Silences shorter than this are never stalls (and are not recorded).
+pub const STALL_FLOOR: Duration = Duration::from_secs(1);
+/// A stall is a silence longer than this many typical chunk gaps.
+pub const STALL_FACTOR: f64 = 10.0;
+/// Stalled share of the window's stream-time above which a cell is invalid.
+pub const STALL_INVALID_FRACTION: f64 = 0.2;
+/// Measured / sent prompt tokens below this = truncation.
+pub const TRUNCATION_RATIO: f64 = 0.5;
+/// Relative difference of measured prompt tokens and requested context that is flagged.
+pub const CONTEXT_TOLERANCE: f64 = 0.05;
+
+/// Counted tokens above which a stream is cut as ignoring `max_tokens`: 2 × max_tokens + 16.
+pub fn max_tokens_cut(max_tokens: u64) -> u64 {
+    max_tokens.saturating_mul(2).saturating_add(16)
+}
+
+/// One check's outcome.
+#[derive(Clone, Debug, PartialEq)]
+pub struct Finding {
+    /// Typed kind.
+    pub kind: FailureKind,
+    /// Makes the cell `invalid` (else a warning).
+    pub invalid: bool,
+    /// One-line text.
+    pub message: String,
+}
+
+/// Applies findings to a cell: warnings are appended; the first invalid finding of a cell that
+/// is still `ok` sets status `invalid`, `status_reason` and `error_kind` (later ones are kept as
+/// warnings). Every kind is listed once in `warning_kinds` (for warnings) or is the `error_kind`.
+pub fn apply_findings(result: &mut CellResult, findings: Vec<Finding>) {
+    for f in findings {
+        if f.invalid && result.status == CellStatus::Ok {
+            result.status = CellStatus::Invalid;
+            result.status_reason = f.message;
+            result.error_kind = Some(f.kind.as_str().into());
+            continue;
+        }
+        result.warnings.push(f.message);
+        let k = f.kind.as_str().to_string();
+        if !result.warning_kinds.contains(&k) {
+            result.warning_kinds.push(k);
+        }
+    }
+}
+
+/// What the request checks need of one request.
+#[derive(Clone, Copy, Debug, Default, PartialEq)]
+pub struct RequestFacts {
+    /// Final counted output tokens.
+    pub output_tokens: u64,
+    /// First moment the usage bound was broken: (tokens, token events).
+    pub usage_jump: Option<(u64, u64)>,
+}
+
+/// Per-request checks over a cell's requests (`max_tokens` of the decode requests).
+pub fn check_requests(requests: &[RequestFacts], max_tokens: u64) -> Vec<Finding> {
+    let mut out = Vec::new();
+    if max_tokens > 0 {
+        let above: Vec<u64> = requests
+            .iter()
+            .map(|r| r.output_tokens)
+            .filter(|&t| t > max_tokens)
+            .collect();
+        if let Some(&worst) = above.iter().max() {
+            out.push(Finding {
+                kind: FailureKind::CompletionAboveMaxTokens,
+                invalid: true,
+                message: format!(
+                    "completion_above_max_tokens: {} of {} requests reported more completion tokens than max_tokens {max_tokens} (up to {worst}); the token counts cannot be trusted",
+                    above.len(),
+                    requests.len()
+                ),
+            });
+        }
+    }
+    let jumps: Vec<(u64, u64)> = requests.iter().filter_map(|r| r.usage_jump).collect();
+    if let Some(&(t, e)) = jumps.iter().max_by_key(|j| j.0) {
+        out.push(Finding {
+            kind: FailureKind::UsageImplausible,
+            invalid: true,
+            message: format!(
+                "usage_implausible: {} of {} requests' usage grew faster than their token events could carry ({t} tokens after {e} token events; bound {MAX_TOKENS_PER_EVENT} tokens per event)",
+                jumps.len(),
+                requests.len()
+            ),
+        });
+    }
+    out
+}
+
+/// How the prompt's intended size is known.
+#[derive(Clone, Copy, Debug, PartialEq)]
+pub struct SentPrompt {
+    /// Prompt tokens servebench meant to send.
+    pub tokens: u64,
+    /// Exact (`/tokenize`) or a calibrated / cached estimate; false for the uncalibrated guess.
+    pub reliable: bool,
+    /// The prompt carries no padding: it is the base prompt alone.
+    pub base_only: bool,
+}
+
+/// Requested vs real context of a cell (fills `requested_context_tokens`,
+/// `measured_prompt_tokens`, `sent_prompt_tokens`; truncation and mismatch findings).
+///
+/// The measured size is the largest `usage.prompt_tokens` seen for the cell's prompt: the cell's
+/// `prompt_tokens`, its requests' `input_tokens` and `cold_prompt_tokens` (the context's cold
+/// prefill sample), because some servers (Ollama) count only the uncached part of a warm prompt.
+pub fn check_context(
+    result: &mut CellResult,
+    requested: u64,
+    sent: Option<SentPrompt>,
+    cold_prompt_tokens: Option<u64>,
+) -> Vec<Finding> {
+    result.requested_context_tokens = Some(requested);
+    result.sent_prompt_tokens = sent.map(|s| s.tokens);
+    let measured = result
+        .prompt_tokens
+        .into_iter()
+        .chain(result.request_samples.iter().filter_map(|r| r.input_tokens))
+        .chain(cold_prompt_tokens)
+        .max();
+    result.measured_prompt_tokens = measured;
+    let mut out = Vec::new();
+    let (Some(m), true) = (measured, requested > 0) else {
+        return out;
+    };
+    let label = format_context(requested);
+    if let Some(s) = sent.filter(|s| s.tokens > 0) {
+        if (m as f64) < s.tokens as f64 * TRUNCATION_RATIO {
+            out.push(Finding {
+                kind: FailureKind::PromptTruncated,
+                invalid: s.reliable,
+                message: format!(
+                    "prompt_truncated: the server counted {m} prompt tokens of the ~{} sent for context {label}: it truncated the prompt (e.g. Ollama past its num_ctx), so this cell does not measure a {label} context{}",
+                    s.tokens,
+                    if s.reliable { "" } else { " (the prompt size is an uncalibrated estimate)" }
+                ),
+            });
+            return out;
+        }
+    }
+    let diff = (m as f64 - requested as f64) / requested as f64;
+    if diff.abs() > CONTEXT_TOLERANCE {
+        let base = sent.is_some_and(|s| s.base_only) && m > requested;
+        out.push(Finding {
+            kind: FailureKind::ContextMismatch,
+            invalid: false,
+            message: format!(
+                "context_mismatch: cells labelled context {label} sent prompts of {m} tokens ({:+.0} %){}",
+                diff * 100.0,
+                if base {
+                    "; the base prompt alone is larger than the requested context"
+                } else {
+                    ""
+                }
+            ),
+        });
+    }
+    out
+}
+
+/// Stall statistics of one cell's window (fields `stall_*`).
+#[derive(Clone, Copy, Debug, Default, PartialEq)]
+pub struct StallStats {
+    /// Stalls overlapping the window.
+    pub count: u64,
+    /// Longest stall, s.
+    pub longest_s: f64,
+    /// Stalled stream-time inside the window, s.
+    pub stalled_s: f64,
+    /// Stream-time inside the window, s.
+    pub stream_s: f64,
+    /// The threshold used, s.
+    pub threshold_s: f64,
+}
+
+impl StallStats {
+    /// `stalled_s / stream_s` (0 without stream-time).
+    pub fn fraction(&self) -> f64 {
+        if self.stream_s > 0.0 {
+            self.stalled_s / self.stream_s
+        } else {
+            0.0
+        }
+    }
+}
+
+/// One in-window request for the stall analysis.
+#[derive(Clone, Debug)]
+pub struct StallInput<'a> {
+    /// Request sent.
+    pub sent_at: Instant,
+    /// Request ended or was cut.
+    pub end_at: Instant,
+    /// First / last token event arrival.
+    pub token_events_span: Option<(Instant, Instant)>,
+    /// Token events.
+    pub token_events: u64,
+    /// Silences over [`STALL_FLOOR`] (see [`crate::stream::StreamFacts::long_gaps`]).
+    pub long_gaps: &'a [(Instant, Instant)],
+}
+
+/// The stall threshold, s: max(STALL_FACTOR × typical chunk gap, STALL_FLOOR).
+pub fn stall_threshold_s(typical_gap_s: Option<f64>) -> f64 {
+    let floor = STALL_FLOOR.as_secs_f64();
+    typical_gap_s
+        .filter(|g| g.is_finite() && *g > 0.0)
+        .map_or(floor, |g| (STALL_FACTOR * g).max(floor))
+}
+
+fn secs(a: Instant, b: Instant) -> f64 {
+    b.saturating_duration_since(a).as_secs_f64()
+}
+
+/// Stalls of a cell's requests inside `window` (the rule in the module docs). `chunk_itl_p50_s`
+/// is the fallback typical gap.
+pub fn analyze_stalls(
+    requests: &[StallInput<'_>],
+    window: (Instant, Instant),
+    chunk_itl_p50_s: Option<f64>,
+) -> StallStats {
+    let (ws, we) = window;
+    // Typical chunk gap: mean of the gaps ≤ STALL_FLOOR between token events.
+    let (mut short_time, mut short_count) = (0.0f64, 0u64);
+    for r in requests {
+        let Some((first, last)) = r.token_events_span else {
+            continue;
+        };
+        if r.token_events < 2 {
+            continue;
+        }
+        let inner: Vec<&(Instant, Instant)> = r.long_gaps.iter().filter(|g| g.1 <= last).collect();
+        let long_time: f64 = inner.iter().map(|g| secs(g.0, g.1)).sum();
+        let n = (r.token_events - 1).saturating_sub(inner.len() as u64);
+        if n > 0 {
+            short_time += (secs(first, last) - long_time).max(0.0);
+            short_count += n;
+        }
+    }
+    let typical = (short_count > 0)
+        .then(|| short_time / short_count as f64)
+        .or(chunk_itl_p50_s);
+    let threshold = stall_threshold_s(typical);
+    let mut st = StallStats {
+        threshold_s: threshold,
+        ..Default::default()
+    };
+    for r in requests {
+        let (a, b) = (r.sent_at.max(ws), r.end_at.min(we));
+        st.stream_s += secs(a, b);
+        for &(g0, g1) in r.long_gaps {
+            let len = secs(g0, g1);
+            let inside = secs(g0.max(ws), g1.min(we));
+            if len > threshold && inside > 0.0 {
+                st.count += 1;
+                st.longest_s = st.longest_s.max(len);
+                st.stalled_s += inside;
+            }
+        }
+    }
+    st
+}
+
+/// Writes `stall_*` into the cell and returns the stall finding, if any.
+pub fn stall_findings(result: &mut CellResult, st: &StallStats) -> Vec<Finding> {
+    result.stall_count = Some(st.count);
+    result.stall_threshold_s = Some(st.threshold_s);
+    result.stall_seconds = Some(st.stalled_s);
+    result.stall_fraction = Some(st.fraction());
+    result.stall_longest_s = (st.count > 0).then_some(st.longest_s);
+    if st.count == 0 {
+        return Vec::new();
+    }
+    let frac = st.fraction();
+    let invalid = frac > STALL_INVALID_FRACTION;
+    vec![Finding {
+        kind: FailureKind::StreamStalls,
+        invalid,
+        message: format!(
+            "stream_stalls: {} silence{} longer than {:.2} s inside the window (longest {:.1} s); streams were stalled for {:.0} % of their time in the window{}",
+            st.count,
+            if st.count == 1 { "" } else { "s" },
+            st.threshold_s,
+            st.longest_s,
+            frac * 100.0,
+            if invalid {
+                format!(" (over {:.0} %: the throughput does not describe the server's decode speed)", STALL_INVALID_FRACTION * 100.0)
+            } else {
+                String::new()
+            }
+        ),
+    }]
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn ms(t0: Instant, v: u64) -> Instant {
+        t0 + Duration::from_millis(v)
+    }
+
+    #[test]
+    fn stalls_case_5() {
+        // C=1, 30 s window: tokens every 5 ms for 4 s, then silent for 26 s until the cut.
+        let t0 = Instant::now();
+        let gaps = [(ms(t0, 4_000), ms(t0, 30_000))];
+        let r = StallInput {
+            sent_at: t0,
+            end_at: ms(t0, 30_000),
+            token_events_span: Some((ms(t0, 5), ms(t0, 4_000))),
+            token_events: 800,
+            long_gaps: &gaps,
+        };
+        let st = analyze_stalls(&[r], (t0, ms(t0, 30_000)), None);
+        assert_eq!(st.count, 1);
+        assert!((st.threshold_s - 1.0).abs() < 1e-9, "{}", st.threshold_s);
+        assert!((st.longest_s - 26.0).abs() < 1e-6);
+        assert!(st.fraction() > 0.8);
+        let mut cell = CellResult::default();
+        let f = stall_findings(&mut cell, &st);
+        apply_findings(&mut cell, f);
+        assert_eq!(cell.status, CellStatus::Invalid);
+        assert_eq!(cell.error_kind.as_deref(), Some("stream_stalls"));
+    }
+
+    #[test]
+    fn slow_but_steady_is_no_stall() {
+        // 1.5 s between tokens, always: typical gap falls back to the chunk ITL p50.
+        let t0 = Instant::now();
+        let gaps: Vec<(Instant, Instant)> = (0..10)
+            .map(|i| (ms(t0, i * 1500), ms(t0, (i + 1) * 1500)))
+            .collect();
+        let r = StallInput {
+            sent_at: t0,
+            end_at: ms(t0, 15_000),
+            token_events_span: Some((t0, ms(t0, 15_000))),
+            token_events: 11,
+            long_gaps: &gaps,
+        };
+        let st = analyze_stalls(&[r], (t0, ms(t0, 15_000)), Some(1.5));
+        assert_eq!(st.count, 0);
+        assert!((st.threshold_s - 15.0).abs() < 1e-9);
+    }
+
+    #[test]
+    fn request_checks() {
+        let ok = RequestFacts {
+            output_tokens: 32,
+            usage_jump: None,
+        };
+        assert!(check_requests(&[ok], 32).is_empty());
+        let absurd = RequestFacts {
+            output_tokens: 1_000_000,
+            usage_jump: Some((1_000_000, 3)),
+        };
+        let f = check_requests(&[ok, absurd], 32);
+        assert_eq!(f.len(), 2);
+        assert!(f.iter().all(|f| f.invalid));
+        assert_eq!(f[1].kind, FailureKind::UsageImplausible);
+        // speculative chunks of 5 tokens stay valid
+        let spec = RequestFacts {
+            output_tokens: 30,
+            usage_jump: None,
+        };
+        assert!(check_requests(&[spec], 32).is_empty());
+        assert_eq!(max_tokens_cut(32), 80);
+    }
+
+    #[test]
+    fn context_checks() {
+        let mut c = CellResult {
+            prompt_tokens: Some(10),
+            ..Default::default()
+        };
+        let sent = SentPrompt {
+            tokens: 1000,
+            reliable: true,
+            base_only: false,
+        };
+        // a warm request counted only its uncached tokens; the cold sample had them all
+        assert!(check_context(&mut c.clone(), 1024, Some(sent), Some(1000)).is_empty());
+        let f = check_context(&mut c, 1024, Some(sent), None);
+        assert_eq!(f[0].kind, FailureKind::PromptTruncated);
+        assert!(f[0].invalid);
+        assert_eq!(c.measured_prompt_tokens, Some(10));
+        let mut c = CellResult {
+            prompt_tokens: Some(354),
+            ..Default::default()
+        };
+        let base = SentPrompt {
+            tokens: 354,
+            reliable: true,
+            base_only: true,
+        };
+        let f = check_context(&mut c, 64, Some(base), None);
+        assert_eq!(f.len(), 1);
+        assert!(!f[0].invalid);
+        assert!(f[0].message.contains("base prompt"), "{}", f[0].message);
+        let mut c = CellResult {
+            prompt_tokens: Some(1010),
+            ..Default::default()
+        };
+        assert!(check_context(&mut c, 1024, Some(sent), None).is_empty());
+        let mut c = CellResult {
+            prompt_tokens: Some(40),
+            ..Default::default()
+        };
+        assert!(check_context(&mut c, 0, None, None).is_empty());
+        assert_eq!(c.requested_context_tokens, Some(0));
+    }
+}

@@ -1,0 +1,350 @@
+//! Timeouts on every wait, and the retry policy for HTTP 429.
+//!
+//! Every request servebench sends has a deadline for each of its phases, so a server that stops
+//! answering ends the request (and the cell) with a typed reason in bounded time instead of
+//! hanging the run:
+//!
+//! | phase | deadline | flag | reason |
+//! |---|---|---|---|
+//! | request sent → response head (status line and headers) | the first-token timeout unless set | `--first-byte-timeout` | `first_byte_timeout` |
+//! | request sent → first output token | `--first-token-timeout` + `--first-token-timeout-per-1k` × prompt tokens in flight / 1000 | `--first-token-timeout` | `first_token_timeout` |
+//! | after the first token: no bytes at all (SSE comment pings count) | `--stream-idle-timeout` | `--stream-idle-timeout` | `stream_stalled` |
+//! | request sent → end of the response (off by default) | `--request-timeout` | `--request-timeout` | `request_timeout` |
+//! | startup probes (decode JIT probe, each `/tokenize` call, each calibration request) | `--probe-timeout` (calibration: + the per-1k scaling of its prompt) | `--probe-timeout` | `probe_timeout` |
+//!
+//! **Prompt tokens in flight** = the request's prompt tokens × the requests the server may be
+//! prefilling at the same time (C for the streams of a cell, 1 for single requests): without a
+//! prefix cache, a stream's first token can wait for every prompt of its cell. The prompt size of a
+//! request is estimated from its body: [`estimate_prompt_tokens`] = body bytes / 3, an
+//! over-estimate for the padding text servebench sends (≈ 4 characters per token), so the
+//! deadline errs long.
+//!
+//! The pure functions here are tested directly; [`crate::stream`] applies them to both transports.
+
+use std::time::{Duration, Instant};
+
+use crate::failure::FailureKind;
+
+/// Default `--probe-timeout`, s.
+pub const DEFAULT_PROBE_TIMEOUT_S: f64 = 30.0;
+/// Default `--first-token-timeout` (the base of the scaled deadline), s.
+pub const DEFAULT_FIRST_TOKEN_TIMEOUT_S: f64 = 60.0;
+/// Default `--first-token-timeout-per-1k`: added per 1,000 prompt tokens in flight, s (assumes a
+/// prefill of at least 500 tok/s; raise it for CPU servers).
+pub const DEFAULT_FIRST_TOKEN_PER_1K_S: f64 = 2.0;
+/// Default `--stream-idle-timeout`, s.
+pub const DEFAULT_STREAM_IDLE_TIMEOUT_S: f64 = 60.0;
+/// Longest wait honoured from a `Retry-After` header, s.
+pub const MAX_RETRY_AFTER_S: f64 = 60.0;
+/// Largest backoff without a `Retry-After` header, s (1, 2, 4, … s).
+pub const MAX_BACKOFF_S: f64 = 30.0;
+
+/// How requests wait and retry. One per run, carried by [`crate::target::HttpClient`].
+#[derive(Clone, Copy, Debug, PartialEq)]
+pub struct RequestPolicy {
+    /// `--probe-timeout`: each startup probe request.
+    pub probe: Duration,
+    /// `--first-byte-timeout`: request sent → response head; `None` = the request's first-token
+    /// deadline (headers may legitimately arrive only with the first token).
+    pub first_byte: Option<Duration>,
+    /// `--first-token-timeout`: the base of the first-token deadline.
+    pub first_token: Duration,
+    /// `--first-token-timeout-per-1k`: added per 1,000 prompt tokens in flight.
+    pub first_token_per_1k: Duration,
+    /// `--stream-idle-timeout`: after the first token, the longest time without any byte;
+    /// `None` = off.
+    pub stream_idle: Option<Duration>,
+    /// `--request-timeout`: whole-request ceiling; `None` = off (the default).
+    pub request: Option<Duration>,
+    /// `--max-retries`: retries of a request answered with HTTP 429 (0 = fail at once).
+    pub max_retries: u32,
+}
+
+impl Default for RequestPolicy {
+    fn default() -> Self {
+        RequestPolicy {
+            probe: Duration::from_secs_f64(DEFAULT_PROBE_TIMEOUT_S),
+            first_byte: None,
+            first_token: Duration::from_secs_f64(DEFAULT_FIRST_TOKEN_TIMEOUT_S),
+            first_token_per_1k: Duration::from_secs_f64(DEFAULT_FIRST_TOKEN_PER_1K_S),
+            stream_idle: Some(Duration::from_secs_f64(DEFAULT_STREAM_IDLE_TIMEOUT_S)),
+            request: None,
+            max_retries: 0,
+        }
+    }
+}
+
+/// Prompt tokens of a request estimated from its JSON body: bytes / 3 (see the module docs).
+pub fn estimate_prompt_tokens(body_len: usize) -> u64 {
+    body_len as u64 / 3
+}
+
+/// `"max_tokens": N` of a serialised request body, if present. Inside JSON strings a quote is
+/// always escaped, so the unescaped pattern `"max_tokens":` can only be the key.
+pub fn body_max_tokens(body: &[u8]) -> Option<u64> {
+    const KEY: &[u8] = b"\"max_tokens\":";
+    let i = body.windows(KEY.len()).position(|w| w == KEY)? + KEY.len();
+    let rest = &body[i..];
+    let rest = &rest[rest.iter().take_while(|b| b.is_ascii_whitespace()).count()..];
+    let digits = rest.iter().take_while(|b| b.is_ascii_digit()).count();
+    std::str::from_utf8(&rest[..digits]).ok()?.parse().ok()
+}
+
+/// Which kind of request the deadlines are for.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub enum RequestClass {
+    /// A measured or warmup request (first byte / first token from the scaled rule).
+    #[default]
+    Normal,
+    /// A startup probe (decode JIT probe): first byte and first token within `--probe-timeout`.
+    Probe,
+}
+
+/// The deadlines of one request, derived from a [`RequestPolicy`].
+#[derive(Clone, Copy, Debug, PartialEq)]
+pub struct RequestLimits {
+    /// Request sent → response head.
+    pub first_byte: Duration,
+    /// Request sent → first output token.
+    pub first_token: Duration,
+    /// After the first token: longest time without bytes (`None` = off).
+    pub idle: Option<Duration>,
+    /// Whole request (`None` = off).
+    pub total: Option<Duration>,
+    /// Flag named in a first-byte timeout message.
+    pub first_byte_flag: &'static str,
+    /// Flag named in a first-token timeout message.
+    pub first_token_flag: &'static str,
+    /// The prompt tokens in flight behind the first-token deadline (for the message).
+    pub prompt_tokens_in_flight: u64,
+}
+
+impl RequestPolicy {
+    /// First-token deadline for `prompt_tokens_in_flight` (the rule in the module docs):
+    /// `first_token + first_token_per_1k × prompt_tokens_in_flight / 1000`.
+    pub fn first_token_for(&self, prompt_tokens_in_flight: u64) -> Duration {
+        self.first_token
+            + self
+                .first_token_per_1k
+                .mul_f64(prompt_tokens_in_flight as f64 / 1000.0)
+    }
+
+    /// Whole-request timeout of a non-streaming startup request (calibration) with a prompt of
+    /// `prompt_tokens`: `probe + first_token_per_1k × prompt_tokens / 1000`.
+    pub fn probe_for(&self, prompt_tokens: u64) -> Duration {
+        self.probe
+            + self
+                .first_token_per_1k
+                .mul_f64(prompt_tokens as f64 / 1000.0)
+    }
+
+    /// The deadlines of one streaming request with a `body_len`-byte body, `in_flight` requests of
+    /// the same prompt at once (≥ 1).
+    pub fn limits(&self, class: RequestClass, body_len: usize, in_flight: u64) -> RequestLimits {
+        let tokens = estimate_prompt_tokens(body_len).saturating_mul(in_flight.max(1));
+        match class {
+            RequestClass::Probe => RequestLimits {
+                first_byte: self.probe,
+                first_token: self.probe,
+                idle: self.stream_idle,
+                total: self.request,
+                first_byte_flag: "--probe-timeout",
+                first_token_flag: "--probe-timeout",
+                prompt_tokens_in_flight: tokens,
+            },
+            RequestClass::Normal => {
+                let ft = self.first_token_for(tokens);
+                RequestLimits {
+                    first_byte: self.first_byte.unwrap_or(ft),
+                    first_token: ft,
+                    idle: self.stream_idle,
+                    total: self.request,
+                    first_byte_flag: if self.first_byte.is_some() {
+                        "--first-byte-timeout"
+                    } else {
+                        "--first-byte-timeout (default: the first-token timeout)"
+                    },
+                    first_token_flag: "--first-token-timeout / --first-token-timeout-per-1k",
+                    prompt_tokens_in_flight: tokens,
+                }
+            }
+        }
+    }
+
+    /// Wait before retry number `attempt` (1-based) of a request answered with HTTP 429:
+    /// the server's `Retry-After` (capped at [`MAX_RETRY_AFTER_S`]) when given, else
+    /// 2^(attempt−1) s capped at [`MAX_BACKOFF_S`].
+    pub fn backoff(&self, attempt: u32, retry_after: Option<Duration>) -> Duration {
+        match retry_after {
+            Some(d) => d.min(Duration::from_secs_f64(MAX_RETRY_AFTER_S)),
+            None => Duration::from_secs_f64(
+                2f64.powi(attempt.saturating_sub(1).min(16) as i32)
+                    .min(MAX_BACKOFF_S),
+            ),
+        }
+    }
+}
+
+impl RequestLimits {
+    /// The earliest deadline that applies now, and the failure it means:
+    /// before the first token, `sent + first_token` (`first_token_timeout`); after it,
+    /// `last_byte + idle` (`stream_stalled`); always `sent + total` (`request_timeout`).
+    /// `None` when no deadline applies.
+    pub fn body_deadline(
+        &self,
+        sent: Instant,
+        first_token: Option<Instant>,
+        last_byte: Instant,
+    ) -> Option<(Instant, FailureKind)> {
+        let phase = match first_token {
+            None => Some((sent + self.first_token, FailureKind::FirstTokenTimeout)),
+            Some(_) => self
+                .idle
+                .map(|d| (last_byte.max(sent) + d, FailureKind::StreamStalled)),
+        };
+        let total = self.total.map(|d| (sent + d, FailureKind::RequestTimeout));
+        match (phase, total) {
+            (Some(a), Some(b)) => Some(if b.0 < a.0 { b } else { a }),
+            (a, b) => a.or(b),
+        }
+    }
+
+    /// The one-line message of a timeout of `kind` (names the phase and the flag).
+    pub fn message(&self, kind: FailureKind) -> String {
+        let s = |d: Duration| format_secs(d.as_secs_f64());
+        match kind {
+            FailureKind::FirstByteTimeout => format!(
+                "first_byte_timeout: no response headers within {} of sending the request ({})",
+                s(self.first_byte),
+                self.first_byte_flag
+            ),
+            FailureKind::FirstTokenTimeout => format!(
+                "first_token_timeout: no output token within {} of sending the request ({}; ~{} prompt tokens in flight)",
+                s(self.first_token),
+                self.first_token_flag,
+                self.prompt_tokens_in_flight
+            ),
+            FailureKind::StreamStalled => format!(
+                "stream_stalled: no bytes for {} after the stream had started (--stream-idle-timeout)",
+                s(self.idle.unwrap_or_default())
+            ),
+            FailureKind::RequestTimeout => format!(
+                "request_timeout: the request did not finish within {} (--request-timeout)",
+                s(self.total.unwrap_or_default())
+            ),
+            other => other.as_str().to_string(),
+        }
+    }
+}
+
+/// `30 s`, `2.5 s`.
+pub fn format_secs(v: f64) -> String {
+    if (v - v.round()).abs() < 1e-9 {
+        format!("{v:.0} s")
+    } else {
+        format!("{v:.1} s")
+    }
+}
+
+/// Parses a `Retry-After` value: delay-seconds, or an HTTP date (relative to now).
+pub fn parse_retry_after(v: &str) -> Option<Duration> {
+    let v = v.trim();
+    if let Ok(s) = v.parse::<f64>() {
+        return (s.is_finite() && s >= 0.0).then(|| Duration::from_secs_f64(s));
+    }
+    let t = chrono::DateTime::parse_from_rfc2822(v).ok()?;
+    let now = chrono::Utc::now();
+    let d = t.with_timezone(&chrono::Utc) - now;
+    Some(d.to_std().unwrap_or(Duration::ZERO))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn first_token_scaling() {
+        let p = RequestPolicy::default();
+        assert_eq!(p.first_token_for(0), Duration::from_secs(60));
+        assert_eq!(p.first_token_for(16_000), Duration::from_secs(92));
+        // the default deadlines of a context-0 request and of a startup probe are ≤ 60 s, so a
+        // server that never answers ends the run within about two minutes
+        let l = p.limits(RequestClass::Normal, 300, 1);
+        assert!(l.first_byte <= Duration::from_secs(61));
+        assert_eq!(l.first_byte, l.first_token);
+        let l = p.limits(RequestClass::Probe, 300, 1);
+        assert_eq!(l.first_byte, Duration::from_secs(30));
+        // prompt tokens in flight: body bytes / 3 × C
+        let l = p.limits(RequestClass::Normal, 3_000, 4);
+        assert_eq!(l.prompt_tokens_in_flight, 4_000);
+        assert_eq!(l.first_token, Duration::from_secs(68));
+        assert_eq!(p.probe_for(8_000), Duration::from_secs(46));
+    }
+
+    #[test]
+    fn deadlines_by_phase() {
+        let p = RequestPolicy {
+            request: Some(Duration::from_secs(100)),
+            stream_idle: Some(Duration::from_secs(5)),
+            ..Default::default()
+        };
+        let l = p.limits(RequestClass::Normal, 0, 1);
+        let t0 = Instant::now();
+        let (d, k) = l.body_deadline(t0, None, t0).unwrap();
+        assert_eq!(
+            (d - t0, k),
+            (Duration::from_secs(60), FailureKind::FirstTokenTimeout)
+        );
+        let ft = t0 + Duration::from_secs(1);
+        let last = t0 + Duration::from_secs(3);
+        let (d, k) = l.body_deadline(t0, Some(ft), last).unwrap();
+        assert_eq!(
+            (d - t0, k),
+            (Duration::from_secs(8), FailureKind::StreamStalled)
+        );
+        let last = t0 + Duration::from_secs(97);
+        let (d, k) = l.body_deadline(t0, Some(ft), last).unwrap();
+        assert_eq!(
+            (d - t0, k),
+            (Duration::from_secs(100), FailureKind::RequestTimeout)
+        );
+        let off = RequestLimits {
+            idle: None,
+            total: None,
+            ..l
+        };
+        assert!(off.body_deadline(t0, Some(ft), last).is_none());
+        assert!(l
+            .message(FailureKind::StreamStalled)
+            .contains("--stream-idle-timeout"));
+    }
+
+    #[test]
+    fn body_scan_and_backoff() {
+        assert_eq!(
+            body_max_tokens(
+                br#"{"messages":[{"content":"\"max_tokens\": 5"}],"max_tokens": 32,"stream":true}"#
+            ),
+            Some(32)
+        );
+        assert_eq!(body_max_tokens(b"{}"), None);
+        let p = RequestPolicy::default();
+        assert_eq!(p.backoff(1, None), Duration::from_secs(1));
+        assert_eq!(p.backoff(3, None), Duration::from_secs(4));
+        assert_eq!(p.backoff(20, None), Duration::from_secs(30));
+        assert_eq!(
+            p.backoff(1, Some(Duration::from_secs(2))),
+            Duration::from_secs(2)
+        );
+        assert_eq!(
+            p.backoff(1, Some(Duration::from_secs(999))),
+            Duration::from_secs(60)
+        );
+        assert_eq!(parse_retry_after(" 3 "), Some(Duration::from_secs(3)));
+        assert_eq!(
+            parse_retry_after("Wed, 21 Oct 2015 07:28:00 GMT"),
+            Some(Duration::ZERO)
+        );
+        assert_eq!(parse_retry_after("soon"), None);
+    }
+}
