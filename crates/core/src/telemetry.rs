@@ -584,6 +584,66 @@ mod tests {
     }
 
     #[test]
+    fn missing_evidence_is_not_a_limit() {
+        let now = Instant::now();
+        let stale = Duration::from_secs(5);
+        let fresh = sample(4.0, 0.0);
+        assert_eq!(missing_evidence(Some(&fresh), now, stale, stale), None);
+        // the running gauge is missing (renamed, or an empty page)
+        let blind = ServerSample {
+            running: None,
+            waiting: None,
+            ..sample(0.0, 0.0)
+        };
+        let why = missing_evidence(Some(&blind), now, stale, stale).unwrap();
+        assert!(why.contains("no running-requests gauge"), "{why}");
+        let r = server_readiness(&blind, 4, true, 2048, 0);
+        assert!(!r.evidence && !r.ready && r.permits());
+        // first scrape pending: wait; no answer for 5 s: fall back
+        assert_eq!(
+            missing_evidence(None, now, Duration::from_secs(1), stale).as_deref(),
+            Some("")
+        );
+        assert!(missing_evidence(None, now, stale, stale)
+            .unwrap()
+            .contains("no /metrics scrape succeeded"));
+        // a good sample gone stale: scrapes are failing
+        let old = ServerSample {
+            at: now - Duration::from_secs(6),
+            ..sample(4.0, 0.0)
+        };
+        assert!(missing_evidence(Some(&old), now, stale, stale)
+            .unwrap()
+            .contains("scrapes failed"));
+        // server evidence of a limit, or not
+        assert!(timeout_is_capacity_evidence("queue_reqs=2"));
+        assert!(timeout_is_capacity_evidence("running_reqs=3/4"));
+        assert!(timeout_is_capacity_evidence("active_streams=3/4"));
+        for r in ["metrics_unavailable", "not_stable", "no_generation"] {
+            assert!(!timeout_is_capacity_evidence(r), "{r}");
+        }
+        // a waiting gauge without a running gauge: no running-based limit is inferred
+        let mut cell = CellResult::default();
+        let waiting_only = ServerSample {
+            running: None,
+            waiting: Some(0.0),
+            ..sample(0.0, 0.0)
+        };
+        apply_window(
+            &mut cell,
+            Engine::Vllm,
+            None,
+            None,
+            &[waiting_only.clone(), waiting_only],
+            4,
+            100,
+            1.0,
+        );
+        assert!(!cell.capacity_limited && !cell.underfilled);
+        assert_eq!(cell.avg_running_reqs, None);
+    }
+
+    #[test]
     fn window_fields_from_samples() {
         let mut cell = CellResult::default();
         let s = vec![
