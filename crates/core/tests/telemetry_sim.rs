@@ -1014,3 +1014,77 @@ async fn sglang_prefix_cache_hit_rate_from_counter_deltas() {
         cell,
     );
 }
+
+/// llama.cpp's final `timings` (prompt_n, cache_n, predicted_n, predicted_per_second, and with
+/// speculative decoding draft_n / draft_n_accepted) become per-request and per-cell fields that
+/// equal the simulator's own per-request truth (matched by response id).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn llamacpp_timings_are_per_request_and_per_cell_fields() {
+    let _s = SERIAL.lock().await;
+    let s = Arc::new(
+        Sim::spawn_thread(SimConfig {
+            port: 0,
+            personality: Personality::Llamacpp,
+            max_model_len: 2048,
+            max_batch: 4,
+            spec_tokens: 2,
+            spec_accept_rate: 0.8,
+            seed: 4,
+            ..SimConfig::default()
+        })
+        .expect("simulator starts"),
+    );
+    let mut cfg = config(&s);
+    cfg.concurrency = vec![2];
+    cfg.max_tokens = 24; // requests end (and report timings) inside the window
+    cfg.duration = Duration::from_secs(1);
+    let o = go(cfg).await;
+    let cell = o.cell(2, 0);
+    assert_eq!(cell.status, CellStatus::Ok, "{}", brief(cell));
+    let truth = s.truth();
+    let with_timings: Vec<_> = cell
+        .request_samples
+        .iter()
+        .filter(|r| r.timings_predicted_n.is_some())
+        .collect();
+    assert!(with_timings.len() >= 2, "{}", brief(cell));
+    assert_eq!(cell.timings_requests, Some(with_timings.len() as u64));
+    let (mut drafted, mut accepted) = (0u64, 0u64);
+    for r in &with_timings {
+        let id = r.response_id.as_deref().expect("response id");
+        let t = truth
+            .iter()
+            .find(|t| t.id == id)
+            .expect("truth of the request");
+        assert_eq!(r.timings_predicted_n, Some(t.tokens()), "{id}");
+        assert_eq!(r.timings_predicted_n, Some(r.output_tokens), "{id}");
+        assert_eq!(r.timings_cache_n, Some(t.cached_tokens), "{id}");
+        assert_eq!(
+            r.timings_prompt_n,
+            Some(t.prompt_tokens - t.cached_tokens),
+            "{id}"
+        );
+        assert_eq!(r.timings_draft_n, Some(t.draft_tokens), "{id}");
+        assert_eq!(
+            r.timings_draft_n_accepted,
+            Some(t.accepted_draft_tokens),
+            "{id}"
+        );
+        let want = t.accepted_draft_tokens as f64 / t.draft_tokens as f64;
+        assert!(
+            (r.draft_acceptance_rate.unwrap() - want).abs() < 1e-12,
+            "{id}"
+        );
+        assert!(r.timings_predicted_per_second.unwrap() > 0.0);
+        drafted += t.draft_tokens;
+        accepted += t.accepted_draft_tokens;
+    }
+    let rate = cell.timings_draft_acceptance_rate.expect("cell acceptance");
+    assert!(
+        (rate - accepted as f64 / drafted as f64).abs() < 1e-12,
+        "{}",
+        brief(cell)
+    );
+    assert!(cell.timings_predicted_per_second_avg.unwrap() > 0.0);
+    assert!(cell.timings_prompt_n_avg.is_some() && cell.timings_cache_n_avg.is_some());
+}
