@@ -86,6 +86,9 @@ pub struct CellJob {
     pub total: usize,
     /// The hidden warmup cell (reported differently).
     pub warmup: bool,
+    /// Cold prompts (`--prompt-cache cold`): the run id whose nonce each request replaces with
+    /// its own ([`crate::cache::cold_body`]); `None` = every request sends `decode_body`.
+    pub cold_run_id: Option<String>,
 }
 
 /// Result of a cell plus the scout's record (the integrated prefill sample).
@@ -206,7 +209,9 @@ pub async fn run_sustained_cell(
         outcomes: Mutex::new(Vec::new()),
     });
     let mut workers = Vec::with_capacity(c as usize);
+    let request_no = Arc::new(AtomicU64::new(0));
     for _ in 0..c {
+        let (request_no, cold) = (request_no.clone(), job.cold_run_id.clone());
         let shared = shared.clone();
         let cancel = cell_cancel.clone();
         let client = client.clone();
@@ -219,11 +224,19 @@ pub async fn run_sustained_cell(
                 if cancel.is_cancelled() {
                     break;
                 }
+                let body = match &cold {
+                    Some(id) => crate::cache::cold_body(
+                        &body,
+                        id,
+                        request_no.fetch_add(1, Ordering::Relaxed),
+                    ),
+                    None => body.clone(),
+                };
                 let out = run_stream(
                     &client,
                     &mut conn,
                     path,
-                    body.clone(),
+                    body,
                     StreamHooks {
                         window: Some(&shared.window),
                         cancel: Some(&cancel),

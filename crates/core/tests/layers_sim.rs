@@ -326,3 +326,63 @@ async fn early_stops_under_ignore_eos_are_flagged() {
         .filter(|s| s.completed)
         .all(|s| s.output_tokens == 12 && s.finish_reason.as_deref() == Some("stop")));
 }
+
+/// Cache state is part of the measurement (issue 8, §4): Burst / E2E cells send a unique prefix
+/// per request by default, and the simulator (which reports `cached_tokens`) confirms they were
+/// served cold; with `--prompt-cache shared` every request after the first hits the prefix
+/// cache and the cell says `warm`. The sustained cell (shared, primed by its scout) is `warm`.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn burst_prompts_are_cold_by_default_and_the_cell_says_so() {
+    use servebench_core::cache::PromptCache;
+    let _s = SERIAL.lock().await;
+    let s = sim(SimConfig::default());
+    for (flag, want_prompts, want_state) in [
+        (None, "cold", "cold"),
+        (Some(PromptCache::Shared), "shared", "warm"),
+    ] {
+        let mut cfg = config(&s);
+        cfg.concurrency = vec![2];
+        cfg.contexts = vec![512];
+        cfg.max_tokens = 16;
+        cfg.burst = BurstConfig {
+            run_burst: true,
+            burst_request_count: 6,
+            burst_warmup_request_count: 2,
+            prompt_cache: flag,
+            ..BurstConfig::default()
+        };
+        s.clear_truth();
+        let r = go(cfg).await;
+        let b = &r.burst_results[0];
+        assert_eq!(b.status, CellStatus::Ok, "{}", b.status_reason);
+        assert_eq!(b.prompt_cache.as_deref(), Some(want_prompts));
+        assert_eq!(
+            b.cache_state.as_deref(),
+            Some(want_state),
+            "{:?}",
+            b.warnings
+        );
+        // the simulator's truth agrees: cached prompt tokens of the measured requests
+        let truth: Vec<RequestTruth> = s
+            .truth()
+            .into_iter()
+            .filter(|t| t.max_tokens == 16)
+            .collect();
+        let measured = &truth[truth.len() - 6..];
+        let cached: u64 = measured.iter().map(|t| t.cached_tokens).sum();
+        let prompt: u64 = measured.iter().map(|t| t.prompt_tokens).sum();
+        if want_state == "cold" {
+            assert!(
+                cached * 10 < prompt,
+                "cold prompts: {cached} of {prompt} tokens cached"
+            );
+        } else {
+            assert!(cached * 2 > prompt, "shared: {cached} of {prompt} cached");
+        }
+        let sustained = &r.results[0];
+        assert_eq!(sustained.prompt_cache.as_deref(), Some("shared"));
+        if flag.is_none() {
+            assert_eq!(sustained.cache_state.as_deref(), Some("warm"));
+        }
+    }
+}

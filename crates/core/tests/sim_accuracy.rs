@@ -78,6 +78,7 @@ async fn cell(
         index: 1,
         total: 1,
         warmup: false,
+        cold_run_id: None,
     };
     let events = Arc::new(EventSink::new(None));
     run_sustained_cell(
