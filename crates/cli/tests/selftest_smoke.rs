@@ -73,8 +73,14 @@ fn selftest_client_cpu_and_memory_within_bounds() {
         );
         // Memory does not depend on noise: every run must hold it.
         assert!(max < 48.0, "RSS max {max} MiB");
-        assert!(end - ramp <= 2.0, "RSS grew {ramp} → {end} MiB after ramp-up");
-        assert!(tps > 500.0, "the simulator's 64 streams ingested only {tps} tok/s");
+        assert!(
+            end - ramp <= 2.0,
+            "RSS grew {ramp} → {end} MiB after ramp-up"
+        );
+        assert!(
+            tps > 500.0,
+            "the simulator's 64 streams ingested only {tps} tok/s"
+        );
         tries.push((per_event_us, cpu_pct));
         if per_event_us < 80.0 && cpu_pct < 10.0 {
             return;
