@@ -1,12 +1,14 @@
 //! Prefill, warm-prefix and Burst / E2E layers against the simulator's ground truth.
 //!
-//! Tolerances (stated, and why):
-//! * prefill tok/s within 3 % of the truth `prompt_tokens / (first token emitted − request sent)`
-//!   — the client's TTFT differs from the truth only by its observation lag (< 1 ms) on a TTFT of
-//!   tens of ms;
+//! Tolerances (stated, and why; truth is the simulator's own clock — its receipt of each request
+//! and the emission of each token — never the client's send time):
+//! * prefill tok/s within 0.5 % of the truth `prompt_tokens / (first token emitted − request
+//!   received by the simulator)` — documented 0.02–0.07 %: the client's TTFT adds only request
+//!   and token transit (~0.1–0.3 ms) to a prefill of 0.4–0.8 s;
 //! * warm-prefix cached tokens equal the simulator's `cached_tokens` exactly;
-//! * burst aggregate tok/s within 1 % of the truth `Σ tokens of the measured requests / (last
-//!   request finished − first request sent)`.
+//! * burst aggregate tok/s within 0.6 % of the truth `Σ tokens of the measured requests / (last
+//!   token emitted − first request received)` — documented 0.30 %, the client's span adds the
+//!   transit at both ends.
 
 use std::sync::Arc;
 use std::time::Duration;
@@ -131,7 +133,7 @@ async fn standalone_prefill_matches_truth_and_warm_prefix_reports_cache_hits() {
             "ctx {ctx}: client {tps:.0} tok/s, truth {tps_truth:.0} tok/s ({:.2}%)",
             err * 100.0
         );
-        assert!(err < 0.03, "prefill tok/s {tps} vs truth {tps_truth}");
+        assert!(err < 0.005, "prefill tok/s {tps} vs truth {tps_truth}");
         // Warm prefix: the same prompt again; cached tokens straight from usage.
         let warm = &r.prefill_warm[&ctx.to_string()];
         let wt = truth_for(&truth, p, true);
@@ -218,7 +220,7 @@ async fn burst_layer_aggregate_matches_truth() {
         "burst: measured {tps:.1} tok/s, truth {truth_tps:.1} tok/s ({:.2}%)",
         err * 100.0
     );
-    assert!(err < 0.01, "burst aggregate {tps} vs truth {truth_tps}");
+    assert!(err < 0.006, "burst aggregate {tps} vs truth {truth_tps}");
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
