@@ -87,6 +87,9 @@ fn rate(n: u64, ms: f64) -> Option<f64> {
 }
 
 /// What one SSE data payload means.
+// `Chunk` is the variant of almost every event: boxing it would allocate per event on the hot
+// path to shrink the rare ones.
+#[allow(clippy::large_enum_variant)]
 #[derive(Clone, Debug, PartialEq)]
 pub enum Decoded<'a> {
     /// A streamed chunk (chat `delta`, completions `text`, or TGI `/generate_stream` `token`).
