@@ -125,6 +125,15 @@ pub enum DisplayArg {
     Plain,
 }
 
+/// How prompts are built with respect to the server's prefix cache (`--prompt-cache`).
+#[derive(Clone, Copy, Debug, ValueEnum, PartialEq, Eq)]
+pub enum PromptCacheArg {
+    /// A unique prefix per request: no prefix-cache reuse between requests.
+    Cold,
+    /// One prompt per cell (the seed's sustained matrix: the scout primes the cache).
+    Shared,
+}
+
 /// Which number heads a prefill row.
 #[derive(Clone, Copy, Debug, ValueEnum, PartialEq, Eq)]
 pub enum PrefillMetricArg {
@@ -334,6 +343,11 @@ pub struct RunArgs {
     /// Where GPU samples come from: NVML (loaded at run time), else nvidia-smi.
     #[arg(long, value_enum, default_value_t = HwSourceArg::Auto)]
     pub hw_monitor_source: HwSourceArg,
+    /// Prompt-cache state to measure: cold (a unique prefix per request) or shared (one prompt per
+    /// cell). Default: cold for request-count and Burst / E2E cells, shared for the sustained
+    /// matrix. Each cell records the state the server reported as `cache_state`.
+    #[arg(long, value_enum)]
+    pub prompt_cache: Option<PromptCacheArg>,
     /// Results JSON path. A file already there is kept: renamed to NAME.1.json (or the next free
     /// number) before the new results are written.
     #[arg(long, short, default_value = "benchmark_results.json")]
@@ -464,6 +478,7 @@ impl RunArgs {
             "run_burst": self.run_burst,
             "hw_monitor_interval": self.hw_monitor_interval,
             "no_hw_monitor": self.no_hw_monitor,
+            "prompt_cache": self.prompt_cache.map(|p| format!("{p:?}").to_lowercase()),
             "embedded_simulator": sim.is_some(),
             "timeouts": self.faults.snapshot(),
         });
@@ -522,6 +537,10 @@ impl RunArgs {
                 burst_request_count: self.burst_request_count,
                 burst_warmup_request_count: self.burst_warmup_request_count,
                 burst_requests_per_concurrency: self.burst_requests_per_concurrency,
+                prompt_cache: self.prompt_cache.map(|p| match p {
+                    PromptCacheArg::Cold => servebench_core::cache::PromptCache::Cold,
+                    PromptCacheArg::Shared => servebench_core::cache::PromptCache::Shared,
+                }),
             },
             args_snapshot,
             policy,

@@ -198,6 +198,7 @@ pub async fn run(a: SelftestArgs) -> anyhow::Result<()> {
         index: 1,
         total: 1,
         warmup: false,
+        cold_run_id: None,
     };
     let rss_start = resident_bytes();
     let stop = CancellationToken::new();

@@ -54,6 +54,10 @@ const RUN_TIMEOUT: Duration = Duration::from_secs(600);
 /// padding grows in whole characters, and BPE merges make some counts unreachable).
 const EXACT_PROMPT_TOLERANCE: u64 = 4;
 
+/// Why a check that needs an unstarved client was skipped.
+const STARVED: &str =
+    "skipped: the client was starved of CPU (monitor tick lag over MAX_TICK_LAG_FOR_EXACT_MS)";
+
 /// Above this client monitor-tick lag (servebench's own evidence that the client was starved of
 /// CPU) per-window client and server token counts are compared only loosely.
 const MAX_TICK_LAG_FOR_EXACT_MS: f64 = 250.0;
@@ -580,6 +584,9 @@ fn run_servebench(env: &E2eEnv, spec: &RunSpec) -> RunOutput {
 struct Checks {
     failures: Vec<String>,
     passed: usize,
+    /// Checks not decided (their precondition failed, e.g. the client was starved of CPU):
+    /// reported as skipped, never counted as passed.
+    skipped: Vec<String>,
 }
 
 impl Checks {
@@ -588,6 +595,18 @@ impl Checks {
             self.passed += 1;
         } else {
             self.failures.push(msg());
+        }
+    }
+
+    /// A check that needs `precondition`; without it the check is skipped (with `why` and
+    /// what it would have said), not passed.
+    fn check_if(&mut self, precondition: bool, why: &str, ok: bool, msg: impl FnOnce() -> String) {
+        if precondition {
+            self.check(ok, msg);
+        } else if ok {
+            self.passed += 1;
+        } else {
+            self.skipped.push(format!("{why}: {}", msg()));
         }
     }
 }
@@ -1220,10 +1239,10 @@ fn check_telemetry(env: &E2eEnv, spec: &RunSpec, cell: &Value, run: &RunOutput, 
     // one of few samples), and ≈ C while the streams keep C requests running.
     if let (Some(a), Some(o)) = (avg, own_avg) {
         let tol = 0.25 * cf + 0.1;
-        c.check((a - o).abs() <= tol || starved, || {
+        c.check_if(!starved, STARVED, (a - o).abs() <= tol, || {
             format!("{label}: avg_running_reqs {a:.2} but the test's own scrapes average {o:.2} running requests in the window (± {tol:.2})")
         });
-        c.check(o >= 0.7 * cf || starved, || {
+        c.check_if(!starved, STARVED, o >= 0.7 * cf, || {
             format!("{label}: only {o:.2} of C={conc} requests ran on average in the window (own scrapes)")
         });
     }
@@ -1263,8 +1282,10 @@ fn check_telemetry(env: &E2eEnv, spec: &RunSpec, cell: &Value, run: &RunOutput, 
                 let (inner, outer) = (lo1 - hi0, hi1 - lo0);
                 let slack = 0.1 * sv + 4.0 * cf;
                 eprintln!("e2e {label}: server_output_tokens {sv} within own brackets [{inner}, {outer}]?");
-                c.check(
-                    (sv >= inner - slack && sv <= outer + slack) || starved,
+                c.check_if(
+                    !starved,
+                    STARVED,
+                    sv >= inner - slack && sv <= outer + slack,
                     || format!("{label}: server_output_tokens {sv} outside the test's own window delta of {} [{inner}, {outer}] (± {slack:.0})", env.engine.generation_counter()),
                 );
             }
@@ -1582,22 +1603,31 @@ fn run_and_check(spec: RunSpec) {
     let report = summary(&env, &spec, json, server_delta, &run);
     eprintln!("{report}");
     eprintln!(
-        "e2e {}: {} checks passed, {} failed; files in {}",
+        "e2e {}: {} checks passed, {} failed, {} SKIPPED; files in {}",
         spec.name,
         c.passed,
         c.failures.len(),
+        c.skipped.len(),
         env.out_dir.display()
     );
+    for sk in &c.skipped {
+        eprintln!("e2e {}: SKIPPED {sk}", spec.name);
+    }
     let checks_file = env.out_dir.join(format!("{}.checks.txt", spec.name));
     let _ = std::fs::write(
         &checks_file,
         format!(
-            "{report}\n{} checks passed, {} failed\n{}",
+            "{report}\n{} checks passed, {} failed, {} skipped\n{}{}",
             c.passed,
             c.failures.len(),
+            c.skipped.len(),
             c.failures
                 .iter()
                 .map(|f| format!("  - {f}\n"))
+                .collect::<String>(),
+            c.skipped
+                .iter()
+                .map(|f| format!("  - SKIPPED {f}\n"))
                 .collect::<String>()
         ),
     );

@@ -44,6 +44,54 @@ pub fn sample_of(r: &RequestRecord, window_start: Option<Instant>) -> RequestSam
         sent_at_window_s: window_start.map(|w| signed_secs(r.sent_at, w)),
         time_to_first_content: r.ttfc_s(),
         reasoning_tokens: r.reasoning_tokens.map(|t| t.min(r.output_tokens)),
+        untimed_output_tokens: Some(r.untimed_tokens),
+        timings_prompt_n: r.timings.and_then(|t| t.prompt_n),
+        timings_cache_n: r.timings.and_then(|t| t.cache_n),
+        timings_predicted_n: r.timings.and_then(|t| t.predicted_n),
+        timings_predicted_per_second: r.timings.and_then(|t| {
+            t.predicted_per_second
+                .or_else(|| t.predicted_tokens_per_s())
+        }),
+        timings_draft_n: r.timings.and_then(|t| t.draft_n),
+        timings_draft_n_accepted: r.timings.and_then(|t| t.draft_n_accepted),
+        draft_acceptance_rate: r.timings.and_then(|t| t.draft_acceptance_rate()),
+    }
+}
+
+/// Fills the llama.cpp `timings` fields of `cell` from the requests that carried them, and
+/// warns when a server's reasoning count exceeded its completion total (clamped).
+fn fill_server_request_fields(cell: &mut CellResult, records: &[&RequestRecord]) {
+    let timed: Vec<servebench_sse::Timings> = records.iter().filter_map(|r| r.timings).collect();
+    if !timed.is_empty() {
+        let mean = |f: &dyn Fn(&servebench_sse::Timings) -> Option<f64>| {
+            let v: Vec<f64> = timed.iter().filter_map(f).collect();
+            (!v.is_empty()).then(|| v.iter().sum::<f64>() / v.len() as f64)
+        };
+        cell.timings_requests = Some(timed.len() as u64);
+        cell.timings_predicted_per_second_avg = mean(&|t| {
+            t.predicted_per_second
+                .or_else(|| t.predicted_tokens_per_s())
+        });
+        cell.timings_prompt_n_avg = mean(&|t| t.prompt_n.map(|n| n as f64));
+        cell.timings_cache_n_avg = mean(&|t| t.cache_n.map(|n| n as f64));
+        let (mut drafted, mut accepted) = (0u64, 0u64);
+        for t in &timed {
+            if let (Some(n), Some(a)) = (t.draft_n, t.draft_n_accepted) {
+                drafted += n;
+                accepted += a.min(n);
+            }
+        }
+        cell.timings_draft_acceptance_rate =
+            (drafted > 0).then(|| accepted as f64 / drafted as f64);
+    }
+    let clamped = records
+        .iter()
+        .filter(|r| r.reasoning_tokens_clamped)
+        .count();
+    if clamped > 0 {
+        cell.warnings.push(format!(
+            "the server reported more reasoning tokens than completion tokens in {clamped} request(s):              reasoning_tokens clamped to the completion total"
+        ));
     }
 }
 
@@ -171,6 +219,7 @@ pub fn fill_request_stats(
             .filter(|r| r.finish_reason.as_deref().is_some_and(|f| f != "length"))
             .count() as u64,
     );
+    fill_server_request_fields(cell, &generated);
     cell.request_count = generated.len() as u64;
     cell.completed_request_count = completed.len() as u64;
     cell.request_samples = generated

@@ -46,6 +46,9 @@ pub struct BurstJob {
     pub warmup_count: u64,
     /// `request-count` (primary layer) or `burst-e2e` (after the sustained matrix).
     pub mode: &'static str,
+    /// Cold prompts (`--prompt-cache cold`): the run id whose nonce each request replaces with
+    /// its own ([`crate::cache::cold_body`]); `None` = every request sends `body` (shared).
+    pub cold_run_id: Option<String>,
     /// Position in the plan, from 1.
     pub index: usize,
     /// Cells in the plan.
@@ -66,10 +69,12 @@ pub struct BurstOutcome {
 
 /// Runs `count` requests with at most `workers` in flight; stops early on the first failure or
 /// on `cancel`. Returns the records in completion order.
+#[allow(clippy::too_many_arguments)]
 async fn run_batch(
     client: &HttpClient,
     path: &'static str,
     body: &Bytes,
+    cold: Option<(&str, u64)>,
     count: u64,
     workers: u64,
     cancel: &CancellationToken,
@@ -81,7 +86,9 @@ async fn run_batch(
     let failure: Arc<Mutex<FirstFailure>> = Arc::new(Mutex::new(None));
     let stop = cancel.child_token();
     let mut handles = Vec::new();
+    let cold = cold.map(|(id, first)| (id.to_owned(), first));
     for _ in 0..workers.min(count) {
+        let cold = cold.clone();
         let (client, body, next, records, failure, stop, live) = (
             client.clone(),
             body.clone(),
@@ -93,15 +100,20 @@ async fn run_batch(
         );
         handles.push(tokio::spawn(async move {
             let mut conn = None;
-            while next.fetch_add(1, Ordering::SeqCst) < count {
-                if stop.is_cancelled() {
+            loop {
+                let i = next.fetch_add(1, Ordering::SeqCst);
+                if i >= count || stop.is_cancelled() {
                     break;
                 }
+                let body = match &cold {
+                    Some((id, first)) => crate::cache::cold_body(&body, id, first + i),
+                    None => body.clone(),
+                };
                 let out = run_stream(
                     &client,
                     &mut conn,
                     path,
-                    body.clone(),
+                    body,
                     StreamHooks {
                         cancel: Some(&stop),
                         live_tokens: Some(&live),
@@ -235,6 +247,7 @@ pub async fn run_burst_cell(
             client,
             path,
             &job.body,
+            job.cold_run_id.as_deref().map(|id| (id, 0)),
             job.warmup_count,
             c,
             run_cancel,
@@ -291,6 +304,7 @@ pub async fn run_burst_cell(
         client,
         path,
         &job.body,
+        job.cold_run_id.as_deref().map(|id| (id, job.warmup_count)),
         job.request_count,
         c,
         run_cancel,

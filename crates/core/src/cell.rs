@@ -7,7 +7,11 @@
 //! 3. **Readiness**: every stream has produced a token, held for the stable window (3 s by
 //!    default). The readiness timeout clock starts *after* the scout (the seed started it before,
 //!    so slow long-context prefills ate the budget). On timeout the window opens anyway and the
-//!    cell is flagged `warmup_timed_out` and `capacity_limited`.
+//!    cell is flagged `warmup_timed_out`, and `capacity_limited` only when the failing condition
+//!    is evidence of a limit (a server queue, fewer running requests than C, fewer than C
+//!    producing streams). A known engine whose `/metrics` lacks the running gauge, or whose
+//!    scrapes fail or answer empty, gives no server evidence: readiness falls back to the
+//!    client's streams with a warning (issue 8).
 //! 4. **Window**: `duration` seconds. `aggregate_tps` = output tokens that arrived inside the window
 //!    / window length. Each request is credited with what it produced inside the window (usage
 //!    deltas; requests straddling an edge count partially), so neither edge biases the number.
@@ -37,8 +41,8 @@ use crate::procstat::process_cpu_seconds;
 use crate::stream::{run_single, run_stream, StreamHooks, StreamOutcome, WindowClock};
 use crate::target::HttpClient;
 use crate::telemetry::{
-    apply_window, scrape_times, server_readiness, Sampler, ServerReadiness, ServerSample,
-    Telemetry, TimedScrape,
+    apply_window, missing_evidence, scrape_times, server_readiness, timeout_is_capacity_evidence,
+    Sampler, ServerReadiness, ServerSample, Telemetry, TimedScrape,
 };
 
 /// Margin between the readiness decision and the window start (see [`WindowClock::open_after`]).
@@ -85,6 +89,9 @@ pub struct CellJob {
     pub total: usize,
     /// The hidden warmup cell (reported differently).
     pub warmup: bool,
+    /// Cold prompts (`--prompt-cache cold`): the run id whose nonce each request replaces with
+    /// its own ([`crate::cache::cold_body`]); `None` = every request sends `decode_body`.
+    pub cold_run_id: Option<String>,
 }
 
 /// Result of a cell plus the scout's record (the integrated prefill sample).
@@ -208,7 +215,9 @@ pub async fn run_sustained_cell(
         outcomes: Mutex::new(Vec::new()),
     });
     let mut workers = Vec::with_capacity(c as usize);
+    let request_no = Arc::new(AtomicU64::new(0));
     for _ in 0..c {
+        let (request_no, cold) = (request_no.clone(), job.cold_run_id.clone());
         let shared = shared.clone();
         let cancel = cell_cancel.clone();
         let client = client.clone();
@@ -221,11 +230,19 @@ pub async fn run_sustained_cell(
                 if cancel.is_cancelled() {
                     break;
                 }
+                let body = match &cold {
+                    Some(id) => crate::cache::cold_body(
+                        &body,
+                        id,
+                        request_no.fetch_add(1, Ordering::Relaxed),
+                    ),
+                    None => body.clone(),
+                };
                 let out = run_stream(
                     &client,
                     &mut conn,
                     path,
-                    body.clone(),
+                    body,
                     StreamHooks {
                         window: Some(&shared.window),
                         cancel: Some(&cancel),
@@ -295,8 +312,11 @@ pub async fn run_sustained_cell(
         let active = shared.active.load(Ordering::Relaxed);
         let client_ok = active >= c;
         if let Some(sm) = &sampler {
-            match sm.latest() {
-                Some(smp) if now.saturating_duration_since(smp.at) <= STALE_SAMPLE => {
+            let latest = sm.latest();
+            let since = now.saturating_duration_since(t_after_scout);
+            match missing_evidence(latest.as_ref(), now, since, STALE_SAMPLE) {
+                None => {
+                    let smp = latest.expect("judged sample");
                     if last_sample_at != Some(smp.at) {
                         last_sample_at = Some(smp.at);
                         let generating = shared.live_tokens.load(Ordering::Relaxed) > 0;
@@ -310,21 +330,27 @@ pub async fn run_sustained_cell(
                         ));
                     }
                 }
-                _ => {
-                    server_state = Some(ServerReadiness {
-                        ready: false,
-                        reason: "metrics_unavailable".into(),
-                        failing: "metrics_unavailable".into(),
-                    })
-                }
+                // first scrape still on its way
+                Some(why) if why.is_empty() => server_state = None,
+                Some(why) => server_state = Some(ServerReadiness::missing(why)),
             }
         }
-        let server_ok = server_state.as_ref().is_none_or(|s| s.ready)
-            && (sampler.is_none() || server_state.is_some());
+        // Without server evidence (gauges missing, scrapes failing or empty) readiness falls
+        // back to the client's streams; it never waits out its timeout for lack of data.
+        let server_ok = match &server_state {
+            None => sampler.is_none(),
+            Some(s) => s.permits(),
+        };
         if client_ok && server_ok {
             let since = *stable_since.get_or_insert(now);
             feed.phase(events, Phase::Readiness, Some(stable_s));
             if now.duration_since(since) >= settings.stable_window {
+                if let Some(s) = server_state.as_ref().filter(|s| !s.evidence) {
+                    result.warnings.push(format!(
+                        "server readiness unavailable ({}): readiness from the client's streams only",
+                        s.missing
+                    ));
+                }
                 result.ready_reason = match &server_state {
                     Some(s) => format!(
                         "{}, active_streams={active}/{c}, stable={stable_s:.1}s",
@@ -346,7 +372,7 @@ pub async fn run_sustained_cell(
             result.timeout_reason = match &server_state {
                 _ if sampler.is_none() && active == 0 => "no_generation".into(),
                 None if sampler.is_some() => "metrics_unavailable".into(),
-                Some(s) if !s.ready => s.failing.clone(),
+                Some(s) if s.evidence && !s.ready => s.failing.clone(),
                 _ if !client_ok => format!("active_streams={active}/{c}"),
                 _ if active == 0 => "no_generation".into(),
                 _ => "not_stable".into(),
@@ -637,7 +663,7 @@ pub async fn run_sustained_cell(
         let tps = tokens as f64 / window_s;
         result.aggregate_tps = Some(tps);
         result.per_request_avg_tps = Some(tps / c as f64);
-        if result.warmup_timed_out {
+        if result.warmup_timed_out && timeout_is_capacity_evidence(&result.timeout_reason) {
             result.capacity_limited = true;
         }
     }

@@ -5,6 +5,7 @@
 
 pub mod aggregate;
 pub mod burst;
+pub mod cache;
 pub mod cell;
 pub mod error;
 pub mod events;

@@ -21,6 +21,7 @@ use servebench_results::{
 use tokio_util::sync::CancellationToken;
 
 use crate::burst::{run_burst_cell, BurstJob};
+use crate::cache::PromptCache;
 use crate::cell::{run_sustained_cell, CellJob, CellSettings};
 use crate::error::ConfigError;
 use crate::events::{EventSink, PlannedCell, RunEvent, RunPlan, USER_SKIP_REASON};
@@ -100,6 +101,9 @@ pub struct BurstConfig {
     pub burst_warmup_request_count: u64,
     /// `--burst-requests-per-concurrency` (≥ 1).
     pub burst_requests_per_concurrency: u64,
+    /// `--prompt-cache cold|shared`; `None` = the defaults: cold for request-count and Burst /
+    /// E2E cells, shared for the sustained matrix (see [`crate::cache`]).
+    pub prompt_cache: Option<crate::cache::PromptCache>,
 }
 
 impl Default for BurstConfig {
@@ -111,6 +115,7 @@ impl Default for BurstConfig {
             burst_request_count: 0,
             burst_warmup_request_count: 0,
             burst_requests_per_concurrency: 5,
+            prompt_cache: None,
         }
     }
 }
@@ -393,6 +398,8 @@ pub async fn run_with_host(
 
     // Plan.
     let request_count_mode = cfg.burst.request_count > 0;
+    let burst_cache = cfg.burst.prompt_cache.unwrap_or(PromptCache::Cold);
+    let sustained_cache = cfg.burst.prompt_cache.unwrap_or(PromptCache::Shared);
     let cells: Vec<(CellSpec, Option<PreSkip>)> = if cfg.prefill.only {
         Vec::new()
     } else {
@@ -727,6 +734,7 @@ pub async fn run_with_host(
                 index: 0,
                 total: cells.len(),
                 warmup: true,
+                cold_run_id: None,
             };
             let cell_cancel = events.skip_control().begin(&cancel);
             let out = run_sustained_cell(
@@ -827,6 +835,7 @@ pub async fn run_with_host(
                     request_count: cfg.burst.request_count,
                     warmup_count: cfg.burst.warmup_request_count,
                     mode: "request-count",
+                    cold_run_id: (burst_cache == PromptCache::Cold).then(|| rc.run_id.clone()),
                     index,
                     total,
                 };
@@ -851,6 +860,7 @@ pub async fn run_with_host(
                     index,
                     total,
                     warmup: false,
+                    cold_run_id: (sustained_cache == PromptCache::Cold).then(|| rc.run_id.clone()),
                 };
                 let out = run_sustained_cell(
                     &rc.client,
@@ -871,6 +881,12 @@ pub async fn run_with_host(
             }
             let cold = cold_prompt.get(&spec.context).copied();
             context_checks(&mut r, spec.context, p, &targeting, cold, &events);
+            let prompts = if request_count_mode {
+                burst_cache
+            } else {
+                sustained_cache
+            };
+            crate::cache::record(&mut r, prompts);
             r
         } else {
             skipped(
@@ -946,6 +962,7 @@ pub async fn run_with_host(
                     request_count: n,
                     warmup_count: w,
                     mode: "burst-e2e",
+                    cold_run_id: (burst_cache == PromptCache::Cold).then(|| rc.run_id.clone()),
                     index,
                     total,
                 };
@@ -965,6 +982,7 @@ pub async fn run_with_host(
                 r.request_count_target = n;
                 let cold = cold_prompt.get(&spec.context).copied();
                 context_checks(&mut r, spec.context, p, &targeting, cold, &events);
+                crate::cache::record(&mut r, burst_cache);
                 r
             } else {
                 skipped(

@@ -268,16 +268,19 @@ impl<'h, 'a> Accounting<'h, 'a> {
             }
         }
         let total = self.tracker.tokens();
+        // Tokens counted by an untimed event (a usage-only chunk) belong to the last token
+        // event's time, not to the usage chunk's arrival (issue 8).
+        let at = self.tracker.last_token_at().unwrap_or(ev.at);
         match self.hooks.window.and_then(WindowClock::window) {
             None => {
                 self.lt_start = total;
                 self.le_end = total;
             }
             Some((start, end)) => {
-                if ev.at < start {
+                if at < start {
                     self.lt_start = total;
                     self.le_end = total;
-                } else if ev.at <= end {
+                } else if at <= end {
                     self.le_end = total;
                     if token_event {
                         self.window_events += 1;

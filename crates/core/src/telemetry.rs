@@ -161,10 +161,72 @@ impl Sampler {
 pub struct ServerReadiness {
     /// All server conditions hold.
     pub ready: bool,
-    /// `running_reqs=R/C, queue_reqs=Q` (the seed's `ready_reason` prefix).
+    /// `running_reqs=R/C, queue_reqs=Q` (the seed's `ready_reason` prefix); `metrics_unavailable`
+    /// without evidence.
     pub reason: String,
-    /// First failing condition (`running_reqs=R/C`, `queue_reqs=Q`, `no_generation`), or empty.
+    /// First failing condition (`running_reqs=R/C`, `queue_reqs=Q`, `no_generation`), or empty;
+    /// `metrics_unavailable` without evidence.
     pub failing: String,
+    /// The server gave scheduler evidence (a running-requests gauge in a fresh scrape). Without
+    /// it readiness falls back to the client's streams (issue 8: missing evidence is not
+    /// evidence of a limit), and `missing` says why.
+    pub evidence: bool,
+    /// Why there is no evidence (`""` when there is).
+    pub missing: String,
+}
+
+impl ServerReadiness {
+    /// No server evidence, for the reason `why` (readiness then uses the client's streams only).
+    pub fn missing(why: impl Into<String>) -> ServerReadiness {
+        ServerReadiness {
+            ready: false,
+            reason: "metrics_unavailable".into(),
+            failing: "metrics_unavailable".into(),
+            evidence: false,
+            missing: why.into(),
+        }
+    }
+
+    /// Readiness may be granted as far as the server is concerned: its conditions hold, or it
+    /// gave no evidence (client-side fallback).
+    pub fn permits(&self) -> bool {
+        self.ready || !self.evidence
+    }
+}
+
+/// Why the latest sampler state gives no server evidence, or `None` when `latest` (a sample no
+/// older than `stale`) can be judged. `since_start`: time since the sampler started; while it is
+/// below `stale` and no sample arrived yet, the evidence is still pending (`Some("")`).
+pub fn missing_evidence(
+    latest: Option<&ServerSample>,
+    now: Instant,
+    since_start: Duration,
+    stale: Duration,
+) -> Option<String> {
+    match latest {
+        Some(s) if now.saturating_duration_since(s.at) <= stale => s.running.is_none().then(|| {
+            "the engine's /metrics has no running-requests gauge (missing, renamed, or an empty page)"
+                .to_string()
+        }),
+        Some(_) => Some(format!(
+            "/metrics scrapes failed for more than {:.0} s",
+            stale.as_secs_f64()
+        )),
+        None if since_start >= stale => Some(format!(
+            "no /metrics scrape succeeded within {:.0} s",
+            stale.as_secs_f64()
+        )),
+        None => Some(String::new()),
+    }
+}
+
+/// Whether a readiness timeout's failing condition is evidence of a capacity limit: the server
+/// reported a queue or fewer running requests than C, or the client saw fewer than C streams
+/// producing tokens. `metrics_unavailable`, `not_stable` and `no_generation` are not.
+pub fn timeout_is_capacity_evidence(timeout_reason: &str) -> bool {
+    ["queue_reqs=", "running_reqs=", "active_streams="]
+        .iter()
+        .any(|p| timeout_reason.starts_with(p))
 }
 
 /// Evaluates the server conditions: queue = 0, generating, and running ≥ C — or, for short
@@ -186,9 +248,12 @@ pub fn server_readiness(
     );
     let full = running + 1e-9 >= c as f64;
     let short_flow = max_tokens <= 512 && completed >= c && waiting <= 0.0 && generating;
-    let failing = if s.running.is_none() {
-        "metrics_unavailable".to_string()
-    } else if waiting > 0.0 {
+    if s.running.is_none() {
+        return ServerReadiness::missing(
+            "the engine's /metrics has no running-requests gauge (missing, renamed, or an empty page)",
+        );
+    }
+    let failing = if waiting > 0.0 {
         format!("queue_reqs={}", waiting.round() as i64)
     } else if !generating {
         "no_generation".to_string()
@@ -201,6 +266,8 @@ pub fn server_readiness(
         ready: failing.is_empty(),
         reason,
         failing,
+        evidence: true,
+        missing: String::new(),
     }
 }
 
@@ -341,11 +408,13 @@ pub fn apply_window(
     let has_sched = cell.max_running_reqs.is_some_and(|m| m > 0.0)
         || cell.max_queue_reqs.is_some_and(|m| m > 0.0);
     if has_sched {
-        let avg = cell.avg_running_reqs.unwrap_or(0.0);
-        cell.underfilled = c > 1 && avg < 0.98 * cf;
+        // Only what the server reported counts: a missing running gauge is no evidence of a
+        // limit (issue 8).
+        let avg = cell.avg_running_reqs;
+        cell.underfilled = c > 1 && avg.is_some_and(|a| a < 0.98 * cf);
         cell.capacity_limited = cell.capacity_limited
-            || (c > 1 && cell.max_running_reqs.unwrap_or(0.0) < cf)
-            || (c > 1 && avg < 0.95 * cf)
+            || (c > 1 && cell.max_running_reqs.is_some_and(|m| m < cf))
+            || (c > 1 && avg.is_some_and(|a| a < 0.95 * cf))
             || cell.avg_queue_reqs.unwrap_or(0.0) > 0.0
             || cell.queue_fraction.unwrap_or(0.0) > 0.0;
     }
@@ -512,6 +581,66 @@ mod tests {
         );
         assert_eq!(off.server_spec_accept_length, None);
         assert_eq!(off.server_spec_accept_rate, None);
+    }
+
+    #[test]
+    fn missing_evidence_is_not_a_limit() {
+        let now = Instant::now();
+        let stale = Duration::from_secs(5);
+        let fresh = sample(4.0, 0.0);
+        assert_eq!(missing_evidence(Some(&fresh), now, stale, stale), None);
+        // the running gauge is missing (renamed, or an empty page)
+        let blind = ServerSample {
+            running: None,
+            waiting: None,
+            ..sample(0.0, 0.0)
+        };
+        let why = missing_evidence(Some(&blind), now, stale, stale).unwrap();
+        assert!(why.contains("no running-requests gauge"), "{why}");
+        let r = server_readiness(&blind, 4, true, 2048, 0);
+        assert!(!r.evidence && !r.ready && r.permits());
+        // first scrape pending: wait; no answer for 5 s: fall back
+        assert_eq!(
+            missing_evidence(None, now, Duration::from_secs(1), stale).as_deref(),
+            Some("")
+        );
+        assert!(missing_evidence(None, now, stale, stale)
+            .unwrap()
+            .contains("no /metrics scrape succeeded"));
+        // a good sample gone stale: scrapes are failing
+        let old = ServerSample {
+            at: now - Duration::from_secs(6),
+            ..sample(4.0, 0.0)
+        };
+        assert!(missing_evidence(Some(&old), now, stale, stale)
+            .unwrap()
+            .contains("scrapes failed"));
+        // server evidence of a limit, or not
+        assert!(timeout_is_capacity_evidence("queue_reqs=2"));
+        assert!(timeout_is_capacity_evidence("running_reqs=3/4"));
+        assert!(timeout_is_capacity_evidence("active_streams=3/4"));
+        for r in ["metrics_unavailable", "not_stable", "no_generation"] {
+            assert!(!timeout_is_capacity_evidence(r), "{r}");
+        }
+        // a waiting gauge without a running gauge: no running-based limit is inferred
+        let mut cell = CellResult::default();
+        let waiting_only = ServerSample {
+            running: None,
+            waiting: Some(0.0),
+            ..sample(0.0, 0.0)
+        };
+        apply_window(
+            &mut cell,
+            Engine::Vllm,
+            None,
+            None,
+            &[waiting_only.clone(), waiting_only],
+            4,
+            100,
+            1.0,
+        );
+        assert!(!cell.capacity_limited && !cell.underfilled);
+        assert_eq!(cell.avg_running_reqs, None);
     }
 
     #[test]

@@ -1,12 +1,15 @@
 //! Prefill, warm-prefix and Burst / E2E layers against the simulator's ground truth.
 //!
-//! Tolerances (stated, and why):
-//! * prefill tok/s within 3 % of the truth `prompt_tokens / (first token emitted − request sent)`
-//!   — the client's TTFT differs from the truth only by its observation lag (< 1 ms) on a TTFT of
-//!   tens of ms;
+//! Tolerances (stated, and why; truth is the simulator's own clock — its receipt of each request
+//! and the emission of each token — never the client's send time):
+//! * prefill tok/s within 1 % of the truth `prompt_tokens / (first token emitted − request
+//!   received by the simulator)` — documented 0.02–0.07 %: the client's TTFT adds only request
+//!   and token transit (~0.1–0.3 ms; 4 ms seen on a loaded machine, 0.52 %) to a prefill of
+//!   0.4–0.8 s;
 //! * warm-prefix cached tokens equal the simulator's `cached_tokens` exactly;
-//! * burst aggregate tok/s within 1 % of the truth `Σ tokens of the measured requests / (last
-//!   request finished − first request sent)`.
+//! * burst aggregate tok/s within 0.6 % of the truth `Σ tokens of the measured requests / (last
+//!   token emitted − first request received)` — documented 0.30 %, the client's span adds the
+//!   transit at both ends.
 
 use std::sync::Arc;
 use std::time::Duration;
@@ -132,7 +135,7 @@ async fn standalone_prefill_matches_truth_and_warm_prefix_reports_cache_hits() {
             "ctx {ctx}: client {tps:.0} tok/s, truth {tps_truth:.0} tok/s ({:.2}%)",
             err * 100.0
         );
-        assert!(err < 0.03, "prefill tok/s {tps} vs truth {tps_truth}");
+        assert!(err < 0.01, "prefill tok/s {tps} vs truth {tps_truth}");
         // Warm prefix: the same prompt again; cached tokens straight from usage.
         let warm = &r.prefill_warm[&ctx.to_string()];
         let wt = truth_for(&truth, p, true);
@@ -219,7 +222,7 @@ async fn burst_layer_aggregate_matches_truth() {
         "burst: measured {tps:.1} tok/s, truth {truth_tps:.1} tok/s ({:.2}%)",
         err * 100.0
     );
-    assert!(err < 0.01, "burst aggregate {tps} vs truth {truth_tps}");
+    assert!(err < 0.006, "burst aggregate {tps} vs truth {truth_tps}");
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -326,4 +329,64 @@ async fn early_stops_under_ignore_eos_are_flagged() {
         .iter()
         .filter(|s| s.completed)
         .all(|s| s.output_tokens == 12 && s.finish_reason.as_deref() == Some("stop")));
+}
+
+/// Cache state is part of the measurement (issue 8, §4): Burst / E2E cells send a unique prefix
+/// per request by default, and the simulator (which reports `cached_tokens`) confirms they were
+/// served cold; with `--prompt-cache shared` every request after the first hits the prefix
+/// cache and the cell says `warm`. The sustained cell (shared, primed by its scout) is `warm`.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn burst_prompts_are_cold_by_default_and_the_cell_says_so() {
+    use servebench_core::cache::PromptCache;
+    let _s = SERIAL.lock().await;
+    let s = sim(SimConfig::default());
+    for (flag, want_prompts, want_state) in [
+        (None, "cold", "cold"),
+        (Some(PromptCache::Shared), "shared", "warm"),
+    ] {
+        let mut cfg = config(&s);
+        cfg.concurrency = vec![2];
+        cfg.contexts = vec![512];
+        cfg.max_tokens = 16;
+        cfg.burst = BurstConfig {
+            run_burst: true,
+            burst_request_count: 6,
+            burst_warmup_request_count: 2,
+            prompt_cache: flag,
+            ..BurstConfig::default()
+        };
+        s.clear_truth();
+        let r = go(cfg).await;
+        let b = &r.burst_results[0];
+        assert_eq!(b.status, CellStatus::Ok, "{}", b.status_reason);
+        assert_eq!(b.prompt_cache.as_deref(), Some(want_prompts));
+        assert_eq!(
+            b.cache_state.as_deref(),
+            Some(want_state),
+            "{:?}",
+            b.warnings
+        );
+        // the simulator's truth agrees: cached prompt tokens of the measured requests
+        let truth: Vec<RequestTruth> = s
+            .truth()
+            .into_iter()
+            .filter(|t| t.max_tokens == 16)
+            .collect();
+        let measured = &truth[truth.len() - 6..];
+        let cached: u64 = measured.iter().map(|t| t.cached_tokens).sum();
+        let prompt: u64 = measured.iter().map(|t| t.prompt_tokens).sum();
+        if want_state == "cold" {
+            assert!(
+                cached * 10 < prompt,
+                "cold prompts: {cached} of {prompt} tokens cached"
+            );
+        } else {
+            assert!(cached * 2 > prompt, "shared: {cached} of {prompt} cached");
+        }
+        let sustained = &r.results[0];
+        assert_eq!(sustained.prompt_cache.as_deref(), Some("shared"));
+        if flag.is_none() {
+            assert_eq!(sustained.cache_state.as_deref(), Some("warm"));
+        }
+    }
 }

@@ -1,11 +1,12 @@
 //! Ground truth: the simulator records when it emitted every token; what servebench measures
 //! against it must match within stated tolerances.
 //!
-//! * aggregate tok/s within 1 % of the tokens the simulator emitted inside the window;
-//! * at C = 64, TTFT is within 1 ms of the truth: the median per-request error (first-token arrival
-//!   − the moment the simulator wrote the token) is < 1 ms, and the cell's TTFT p50 is within 1 ms
-//!   of the true p50 (mean and p99 are printed; on a 2-vCPU virtual machine waking an idle client
-//!   thread alone can take a large part of a millisecond, see docs/performance.md);
+//! * aggregate tok/s within 1 % of the tokens the simulator emitted inside the window, and the
+//!   window's token count within C / 4 of the simulator's (best of three);
+//! * at C = 64, the median first-token lag (arrival − the moment the simulator wrote the token) is
+//!   below 0.1 ms (kernel receive timestamps; best of three);
+//! * TTFT against the simulator's own clock (first emission − the simulator's receipt of the
+//!   request, never the client's send time): never shorter, median excess < 0.6 ms at C = 4;
 //! * with several tokens per SSE event (speculative decoding), per-token ITL equals the truth and
 //!   chunk ITL is the step time.
 
@@ -78,6 +79,7 @@ async fn cell(
         index: 1,
         total: 1,
         warmup: false,
+        cold_run_id: None,
     };
     let events = Arc::new(EventSink::new(None));
     run_sustained_cell(
@@ -142,18 +144,16 @@ fn ttft_errors(out: &CellOutcome, truth: &[RequestTruth]) -> (f64, f64, f64, f64
     let p99 = lags_ms[(lags_ms.len() - 1) * 99 / 100];
     let mean = lags_ms.iter().sum::<f64>() / lags_ms.len() as f64;
     let median = lags_ms[lags_ms.len() / 2];
-    // The cell's TTFT p50 against the true p50 (true TTFT = emission − the client's send time).
+    // The cell's TTFT p50 against the true p50. True TTFT is the simulator's own clock only:
+    // first emission − the moment its HTTP handler had the request (never the client's send
+    // time, which would make the check circular).
     let ttft_truths: Vec<f64> = out
         .result
         .request_samples
         .iter()
         .filter_map(|smp| {
-            let rec = out
-                .records
-                .iter()
-                .find(|r| r.response_id == smp.response_id)?;
             let t = truth_by_id(truth, smp.response_id.as_deref()?)?;
-            Some((t.first_token_at()? - rec.sent_at).as_secs_f64())
+            Some((t.first_token_at()? - t.received_at).as_secs_f64())
         })
         .collect();
     let truth_p50 = servebench_stats::median(&ttft_truths).unwrap();
@@ -161,14 +161,31 @@ fn ttft_errors(out: &CellOutcome, truth: &[RequestTruth]) -> (f64, f64, f64, f64
     (median, mean, p99, p50_err)
 }
 
+/// Per-request TTFT error against the simulator's clock, ms: client TTFT − (first emission −
+/// request received by the simulator). Physically ≥ 0 (request transit + parse, plus token
+/// transit); sorted.
+fn ttft_truth_errors_ms(out: &CellOutcome, truth: &[RequestTruth]) -> Vec<f64> {
+    let mut errs: Vec<f64> = out
+        .records
+        .iter()
+        .filter_map(|r| {
+            let t = truth_by_id(truth, r.response_id.as_deref()?)?;
+            let truth_ttft = (t.first_token_at()? - t.received_at).as_secs_f64();
+            Some((r.ttft_s()? - truth_ttft) * 1e3)
+        })
+        .collect();
+    errs.sort_by(f64::total_cmp);
+    errs
+}
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn aggregate_and_ttft_match_truth_at_c64() {
     let _serial = SERIAL.lock().await;
-    // Best of three for the TTFT bounds: noise from other processes on a 2-vCPU machine can only
-    // *add* lag (the simulator and the client share the cores, and a do-nothing tokio reader of 64
-    // sockets already lags ~0.9 ms p50 there — docs/performance.md), so a systematic client error
-    // fails every attempt, while one quiet attempt proves the client's own error is < 1 ms. The
-    // aggregate bound must hold on every attempt.
+    // Best of three for the first-token lag and the window's exact token count: noise from other
+    // processes on a 2-vCPU machine can only *add* lag (the simulator and the client share the
+    // cores), so a systematic client error fails every attempt, while one quiet attempt proves
+    // the client's own error is within the bound. The aggregate (1 %) and window-length bounds
+    // must hold on every attempt.
     let mut attempts = Vec::new();
     for attempt in 1..=3 {
         let s = sim(SimConfig {
@@ -183,19 +200,90 @@ async fn aggregate_and_ttft_match_truth_at_c64() {
             out.result.status_reason
         );
         assert_eq!(out.result.aggregate_source, "openai_continuous_usage");
+        // The window is as long as asked (a short window would still give a right rate).
+        let window_s = out.result.measurement_seconds.unwrap();
+        assert!(
+            (window_s - 4.0).abs() < 0.04,
+            "window {window_s} s for a 4 s cell"
+        );
         let truth = s.truth();
         assert_aggregate_matches(&out, &truth);
+        let tokens_diff = window_tokens_diff(&out, &truth);
         let (median, mean, p99, p50_err) = ttft_errors(&out, &truth);
         eprintln!(
             "attempt {attempt}: first-token lag median {median:.3} ms, mean {mean:.3} ms, p99 {p99:.3} ms; \
-             |TTFT p50 − truth| {p50_err:.3} ms"
+             |TTFT p50 − truth (simulator clock)| {p50_err:.3} ms (request transit at a 64-request burst, not asserted)"
         );
-        attempts.push((median, p50_err));
-        if median < 1.0 && p50_err < 1.0 {
+        eprintln!("attempt {attempt}: window tokens client − simulator = {tokens_diff}");
+        attempts.push((median, tokens_diff));
+        if median < FIRST_TOKEN_LAG_MS && tokens_diff.unsigned_abs() <= 64 / 4 {
             return;
         }
     }
-    panic!("TTFT error ≥ 1 ms on every attempt (median lag, |p50 error|): {attempts:?}");
+    panic!(
+        "on every attempt the median first-token lag was ≥ {FIRST_TOKEN_LAG_MS} ms or the window's \
+         tokens were more than C/4 = 16 apart from the simulator's (lag ms, token difference): {attempts:?}"
+    );
+}
+
+/// Median first-token lag bound (token arrival − the simulator's emission), ms: 0.003–0.008 ms
+/// with kernel receive timestamps; without them 0.38–0.7 ms on this machine (the client's
+/// wake-up), so 0.1 ms separates the two with margin for a loaded 2-vCPU machine (best of three
+/// attempts).
+const FIRST_TOKEN_LAG_MS: f64 = 0.1;
+
+/// Client tokens of the window − the simulator's tokens emitted inside it. Only tokens in flight
+/// across an edge (a few µs with kernel timestamps) may differ: the test allows C / 4; a token
+/// counted twice at an edge, once per straddling request, is C tokens.
+fn window_tokens_diff(out: &CellOutcome, truth: &[RequestTruth]) -> i64 {
+    let (start, end) = out.window.expect("window opened");
+    let truth_tokens = tokens_emitted_between(truth, start, end);
+    let measured = out.result.client_output_tokens.unwrap();
+    measured as i64 - truth_tokens as i64
+}
+
+/// Bound on the median per-request TTFT error against the simulator's own clock, ms (client
+/// TTFT − (first emission − request received by the simulator's handler)): request transit,
+/// the simulator reading a 500-token body, and the first token's transit — 0.05–0.3 ms measured
+/// on this machine at C = 4. A 1 ms bias either way exceeds it; a negative error is impossible.
+const TTFT_ERR_MS: f64 = 0.6;
+
+/// TTFT against the simulator's own receive and emission times (never the client's clock): no
+/// client TTFT is shorter than the simulator's, and the median excess is below [`TTFT_ERR_MS`].
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn ttft_matches_the_simulators_own_clock() {
+    let _serial = SERIAL.lock().await;
+    let mut attempts = Vec::new();
+    for attempt in 1..=3 {
+        let s = sim(SimConfig::default());
+        let out = cell(&s, 4, 500, 2.0, 24).await;
+        assert_eq!(
+            out.result.status,
+            CellStatus::Ok,
+            "{}",
+            out.result.status_reason
+        );
+        let truth = s.truth();
+        let errs = ttft_truth_errors_ms(&out, &truth);
+        assert!(errs.len() >= 8, "{} requests", errs.len());
+        let (e_min, e_med) = (errs[0], errs[errs.len() / 2]);
+        eprintln!(
+            "attempt {attempt}: TTFT − truth (simulator clock) over {} requests: min {e_min:.3} ms, median {e_med:.3} ms, max {:.3} ms",
+            errs.len(),
+            errs[errs.len() - 1]
+        );
+        // Physically impossible: a client that makes TTFT too short fails on every attempt.
+        assert!(
+            e_min > -0.02,
+            "a client TTFT is {:.3} ms shorter than the simulator's own",
+            -e_min
+        );
+        attempts.push(e_med);
+        if e_med < TTFT_ERR_MS {
+            return;
+        }
+    }
+    panic!("median TTFT error ≥ {TTFT_ERR_MS} ms on every attempt: {attempts:?}");
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

@@ -860,3 +860,232 @@ async fn server_without_metrics_runs_with_a_clear_warning() {
     assert_eq!(cell.server_preemptions, None);
     assert!(!cell.capacity_limited);
 }
+
+// ------------------------------------------------------------------------------------------
+// Missing server evidence (issue 8): never a capacity limit, never a hidden value
+
+/// A cell measured without server evidence: status ok with a value, not capacity-limited, no
+/// readiness timeout, and a warning that says readiness came from the client's streams.
+fn check_measured_without_evidence(cell: &CellResult, why: &str) {
+    let c = cell.concurrency;
+    assert_eq!(cell.status, CellStatus::Ok, "{}", brief(cell));
+    assert!(cell.aggregate_tps.unwrap_or(0.0) > 0.0, "{}", brief(cell));
+    assert!(!cell.warmup_timed_out, "{}", brief(cell));
+    assert!(!cell.capacity_limited, "{}", brief(cell));
+    assert_eq!(
+        cell.ready_reason,
+        format!("metrics_unavailable, active_streams={c}/{c}, stable=0.5s"),
+        "{}",
+        brief(cell)
+    );
+    assert!(
+        cell.warnings
+            .iter()
+            .any(|w| w.contains("server readiness unavailable")
+                && w.contains(why)
+                && w.contains("readiness from the client's streams only")),
+        "{}",
+        brief(cell)
+    );
+}
+
+/// vLLM personality whose `/metrics` lacks the running and waiting gauges: the cell is measured
+/// at once on client readiness (it used to wait out the 20 s timeout and be capacity-limited).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn known_engine_without_running_gauge_is_measured_with_a_warning() {
+    let _s = SERIAL.lock().await;
+    let s = sim(SimConfig {
+        personality: Personality::Vllm,
+        metrics_without_running: true,
+        ..SimConfig::default()
+    });
+    let mut cfg = config(&s);
+    cfg.concurrency = vec![2];
+    cfg.duration = Duration::from_secs(1);
+    let o = go(cfg).await;
+    assert!(o.results.metadata.metrics_available);
+    assert_eq!(o.results.metadata.engine, "vllm");
+    let cell = o.cell(2, 0);
+    check_measured_without_evidence(cell, "no running-requests gauge");
+    assert!(cell.warmup_duration.unwrap() < 5.0, "{}", brief(cell));
+    assert_eq!(cell.avg_running_reqs, None);
+    assert!(!cell.underfilled);
+    // counters still come from the server
+    assert!(cell.server_output_tokens.is_some(), "{}", brief(cell));
+}
+
+/// SGLang personality whose `/metrics` starts answering an empty page after three scrapes (the
+/// startup probe and two ramp-up samples of the first cell): both cells stay measured.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn metrics_answering_empty_mid_run_falls_back_to_client_readiness() {
+    let _s = SERIAL.lock().await;
+    let s = sim(SimConfig {
+        personality: Personality::Sglang,
+        metrics_empty_after: Some(3),
+        ..SimConfig::default()
+    });
+    let mut cfg = config(&s);
+    cfg.concurrency = vec![2, 4];
+    cfg.duration = Duration::from_secs(1);
+    let o = go(cfg).await;
+    assert!(o.results.metadata.metrics_available);
+    for c in [2, 4] {
+        let cell = o.cell(c, 0);
+        assert_eq!(cell.status, CellStatus::Ok, "{}", brief(cell));
+        assert!(cell.aggregate_tps.unwrap_or(0.0) > 0.0, "{}", brief(cell));
+        assert!(!cell.warmup_timed_out, "{}", brief(cell));
+        assert!(!cell.capacity_limited, "{}", brief(cell));
+        assert_eq!(cell.server_output_tokens, None, "empty pages: no delta");
+    }
+    // The second cell never saw a scheduler gauge.
+    check_measured_without_evidence(o.cell(4, 0), "no running-requests gauge");
+}
+
+/// SGLang personality whose `/metrics` fails (HTTP 503) after three scrapes: cells are measured;
+/// the second one, whose sampler never gets an answer, falls back after 5 s without one.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn metrics_failing_mid_run_falls_back_to_client_readiness() {
+    let _s = SERIAL.lock().await;
+    let s = sim(SimConfig {
+        personality: Personality::Sglang,
+        metrics_fail_after: Some(3),
+        ..SimConfig::default()
+    });
+    let mut cfg = config(&s);
+    cfg.concurrency = vec![2, 4];
+    cfg.duration = Duration::from_secs(1);
+    let o = go(cfg).await;
+    assert!(o.results.metadata.metrics_available);
+    for c in [2, 4] {
+        let cell = o.cell(c, 0);
+        assert_eq!(cell.status, CellStatus::Ok, "{}", brief(cell));
+        assert!(!cell.warmup_timed_out, "{}", brief(cell));
+        assert!(!cell.capacity_limited, "{}", brief(cell));
+        assert_eq!(cell.server_output_tokens, None);
+        assert_eq!(cell.avg_running_reqs, None);
+    }
+    check_measured_without_evidence(o.cell(4, 0), "no /metrics scrape succeeded within 5 s");
+}
+
+/// Older SGLang builds name the gauges `num_requests_running` / `num_requests_waiting`:
+/// readiness and the window's scheduler fields come from them.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn sglang_old_gauge_names_are_scheduler_evidence() {
+    let _s = SERIAL.lock().await;
+    let s = sim(SimConfig {
+        personality: Personality::Sglang,
+        sglang_old_gauge_names: true,
+        ..SimConfig::default()
+    });
+    let mut cfg = config(&s);
+    cfg.concurrency = vec![2];
+    cfg.duration = Duration::from_secs(1);
+    let o = go(cfg).await;
+    assert_eq!(o.results.metadata.engine, "sglang");
+    check_full_window(o.cell(2, 0));
+}
+
+/// SGLang exports no prefix-cache query/hit counters and its `cache_hit_rate` gauge covers only
+/// the latest prefill batch: the window's hit rate is Δcached_tokens / Δprompt_tokens, equal to
+/// the simulator's own Δhits / Δqueries.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn sglang_prefix_cache_hit_rate_from_counter_deltas() {
+    let _s = SERIAL.lock().await;
+    let s = sim(SimConfig {
+        personality: Personality::Sglang,
+        ..SimConfig::default()
+    });
+    let rec = Recorder::start(&s);
+    let mut cfg = config(&s);
+    cfg.concurrency = vec![4];
+    cfg.max_tokens = 24;
+    let o = go(cfg).await;
+    let cell = o.cell(4, 0);
+    assert_eq!(cell.status, CellStatus::Ok, "{}", brief(cell));
+    let (ws, we) = o.window(4, 0);
+    let (a, b) = (rec.at(ws), rec.at(we));
+    let q = b.prefix_cache_queries_total - a.prefix_cache_queries_total;
+    let h = b.prefix_cache_hits_total - a.prefix_cache_hits_total;
+    assert!(q > 0, "no admissions in the window");
+    assert_close(
+        "server_prefix_cache_hit_rate",
+        cell.server_prefix_cache_hit_rate,
+        h as f64 / q as f64,
+        0.05,
+        cell,
+    );
+}
+
+/// llama.cpp's final `timings` (prompt_n, cache_n, predicted_n, predicted_per_second, and with
+/// speculative decoding draft_n / draft_n_accepted) become per-request and per-cell fields that
+/// equal the simulator's own per-request truth (matched by response id).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn llamacpp_timings_are_per_request_and_per_cell_fields() {
+    let _s = SERIAL.lock().await;
+    let s = Arc::new(
+        Sim::spawn_thread(SimConfig {
+            port: 0,
+            personality: Personality::Llamacpp,
+            max_model_len: 2048,
+            max_batch: 4,
+            spec_tokens: 2,
+            spec_accept_rate: 0.8,
+            seed: 4,
+            ..SimConfig::default()
+        })
+        .expect("simulator starts"),
+    );
+    let mut cfg = config(&s);
+    cfg.concurrency = vec![2];
+    cfg.max_tokens = 24; // requests end (and report timings) inside the window
+    cfg.duration = Duration::from_secs(1);
+    let o = go(cfg).await;
+    let cell = o.cell(2, 0);
+    assert_eq!(cell.status, CellStatus::Ok, "{}", brief(cell));
+    let truth = s.truth();
+    let with_timings: Vec<_> = cell
+        .request_samples
+        .iter()
+        .filter(|r| r.timings_predicted_n.is_some())
+        .collect();
+    assert!(with_timings.len() >= 2, "{}", brief(cell));
+    assert_eq!(cell.timings_requests, Some(with_timings.len() as u64));
+    let (mut drafted, mut accepted) = (0u64, 0u64);
+    for r in &with_timings {
+        let id = r.response_id.as_deref().expect("response id");
+        let t = truth
+            .iter()
+            .find(|t| t.id == id)
+            .expect("truth of the request");
+        assert_eq!(r.timings_predicted_n, Some(t.tokens()), "{id}");
+        assert_eq!(r.timings_predicted_n, Some(r.output_tokens), "{id}");
+        assert_eq!(r.timings_cache_n, Some(t.cached_tokens), "{id}");
+        assert_eq!(
+            r.timings_prompt_n,
+            Some(t.prompt_tokens - t.cached_tokens),
+            "{id}"
+        );
+        assert_eq!(r.timings_draft_n, Some(t.draft_tokens), "{id}");
+        assert_eq!(
+            r.timings_draft_n_accepted,
+            Some(t.accepted_draft_tokens),
+            "{id}"
+        );
+        let want = t.accepted_draft_tokens as f64 / t.draft_tokens as f64;
+        assert!(
+            (r.draft_acceptance_rate.unwrap() - want).abs() < 1e-12,
+            "{id}"
+        );
+        assert!(r.timings_predicted_per_second.unwrap() > 0.0);
+        drafted += t.draft_tokens;
+        accepted += t.accepted_draft_tokens;
+    }
+    let rate = cell.timings_draft_acceptance_rate.expect("cell acceptance");
+    assert!(
+        (rate - accepted as f64 / drafted as f64).abs() < 1e-12,
+        "{}",
+        brief(cell)
+    );
+    assert!(cell.timings_predicted_per_second_avg.unwrap() > 0.0);
+    assert!(cell.timings_prompt_n_avg.is_some() && cell.timings_cache_n_avg.is_some());
+}

@@ -382,13 +382,19 @@ const VLLM_HIT_RATE: &[C] =
     &[C::gauge_mean("vllm:gpu_prefix_cache_hit_rate").disabled_if_negative()];
 
 // ---------------------------------------------------------------- SGLang (`sglang:` and `sglang_`)
+// Older SGLang builds named the two scheduler gauges `num_requests_running` /
+// `num_requests_waiting` (issue 8); the current names come first.
 const SG_RUNNING: &[C] = &[
     C::gauge_sum("sglang:num_running_reqs"),
     C::gauge_sum("sglang_num_running_reqs"),
+    C::gauge_sum("sglang:num_requests_running"),
+    C::gauge_sum("sglang_num_requests_running"),
 ];
 const SG_WAITING: &[C] = &[
     C::gauge_sum("sglang:num_queue_reqs"),
     C::gauge_sum("sglang_num_queue_reqs"),
+    C::gauge_sum("sglang:num_requests_waiting"),
+    C::gauge_sum("sglang_num_requests_waiting"),
 ];
 const SG_GEN: &[C] = &[
     C::counter("sglang:generation_tokens_total"),

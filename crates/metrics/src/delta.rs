@@ -136,7 +136,9 @@ pub struct WindowStats {
     pub prefix_cache_queries: Option<f64>,
     /// Δ prefix-cache hits.
     pub prefix_cache_hits: Option<f64>,
-    /// Δhits / Δqueries (pitfall 27); `None` when Δqueries is 0 or either counter was reset.
+    /// Δhits / Δqueries (pitfall 27); for SGLang, which has no query/hit counters,
+    /// Δcached_tokens / Δprompt_tokens. `None` when the denominator's Δ is 0 or a counter was
+    /// reset.
     pub prefix_cache_hit_rate: Option<f64>,
     /// Δqueries − Δhits: prompt tokens the prefix cache did not serve (pitfall 27); `None` on
     /// reset.
@@ -243,7 +245,13 @@ pub fn window_stats(before: &Scrape, after: &Scrape, engine: Engine) -> WindowSt
         prompt_tokens_cached: cached.value,
         prefix_cache_queries: queries.value,
         prefix_cache_hits: hits.value,
-        prefix_cache_hit_rate: ratio(hits, queries),
+        // SGLang has no query/hit counters, and its `cache_hit_rate` gauge covers only the
+        // latest prefill batch (0 again once decoding runs): Δcached / Δprompt tokens instead.
+        prefix_cache_hit_rate: ratio(hits, queries).or_else(|| {
+            (engine == Engine::Sglang)
+                .then(|| ratio(cached, prompt))
+                .flatten()
+        }),
         prefix_cache_misses: misses,
         spec_drafts: drafts.value,
         spec_draft_tokens: draft_tokens.value,

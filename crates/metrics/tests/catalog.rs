@@ -582,3 +582,48 @@ fn every_catalog_name_is_exact_and_never_created_or_per_pos() {
         }
     }
 }
+
+/// Older SGLang builds name the scheduler gauges `num_requests_running` / `num_requests_waiting`
+/// (with the `sglang:` prefix, or `sglang_` re-exported): they are the running / waiting
+/// concepts when the current names are absent (issue 8).
+#[test]
+fn sglang_old_scheduler_gauge_names() {
+    for p in ["sglang:", "sglang_"] {
+        let text = format!(
+            "# TYPE {p}num_requests_running gauge\n\
+             {p}num_requests_running{{model_name=\"m\"}} 3\n\
+             # TYPE {p}num_requests_waiting gauge\n\
+             {p}num_requests_waiting{{model_name=\"m\"}} 2\n"
+        );
+        let s = Scrape::parse(&text).unwrap();
+        let e = Engine::Sglang;
+        close_some(s.concept(e, Concept::Running), 3.0);
+        close_some(s.concept(e, Concept::Waiting), 2.0);
+        assert_eq!(
+            s.reading(e, Concept::Running).unwrap().source,
+            format!("{p}num_requests_running")
+        );
+    }
+}
+
+/// SGLang's prefix-cache hit rate over a window is Δcached_tokens / Δprompt_tokens (its
+/// `cache_hit_rate` gauge reads 0 once decoding runs).
+#[test]
+fn sglang_hit_rate_from_cached_and_prompt_counters() {
+    let page = |prompt: u64, cached: u64| {
+        Scrape::parse(&format!(
+            "# TYPE sglang:prompt_tokens_total counter\n\
+             sglang:prompt_tokens_total{{model_name=\"m\"}} {prompt}\n\
+             # TYPE sglang:cached_tokens_total counter\n\
+             sglang:cached_tokens_total{{model_name=\"m\"}} {cached}\n\
+             # TYPE sglang:cache_hit_rate gauge\n\
+             sglang:cache_hit_rate{{model_name=\"m\"}} 0\n"
+        ))
+        .unwrap()
+    };
+    let w = servebench_metrics::window_stats(&page(1000, 100), &page(2420, 1380), Engine::Sglang);
+    close_some(w.prefix_cache_hit_rate, 1280.0 / 1420.0);
+    // no prompt tokens in the window: unknown, not 0
+    let w = servebench_metrics::window_stats(&page(1000, 100), &page(1000, 100), Engine::Sglang);
+    assert_eq!(w.prefix_cache_hit_rate, None);
+}

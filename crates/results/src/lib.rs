@@ -274,6 +274,25 @@ pub struct RequestSample {
     /// Reasoning tokens (`usage.completion_tokens_details.reasoning_tokens`, clamped to the
     /// output tokens); null when the server does not report them (never assumed 0).
     pub reasoning_tokens: Option<u64>,
+    /// Output tokens counted only by events without a time (a usage-only chunk, a finish chunk
+    /// without text, usage after the finish chunk): part of `output_tokens`, never of a token
+    /// time (TTST, ITL, latency).
+    pub untimed_output_tokens: Option<u64>,
+    /// llama.cpp `timings.prompt_n`: prompt tokens the server computed (cached ones excluded).
+    pub timings_prompt_n: Option<u64>,
+    /// llama.cpp `timings.cache_n`: prompt tokens the server reused from its cache.
+    pub timings_cache_n: Option<u64>,
+    /// llama.cpp `timings.predicted_n`: tokens the server generated.
+    pub timings_predicted_n: Option<u64>,
+    /// llama.cpp `timings.predicted_per_second`: the server's decode rate for this request,
+    /// tok/s (as sent; else `predicted_n / predicted_ms`).
+    pub timings_predicted_per_second: Option<f64>,
+    /// llama.cpp `timings.draft_n`: speculative draft tokens proposed.
+    pub timings_draft_n: Option<u64>,
+    /// llama.cpp `timings.draft_n_accepted`: draft tokens accepted.
+    pub timings_draft_n_accepted: Option<u64>,
+    /// `draft_n_accepted / draft_n` (0–1); null without draft counts or with `draft_n = 0`.
+    pub draft_acceptance_rate: Option<f64>,
 }
 
 /// One matrix cell (seed spec §6.2 field names, plus status fields). Times in s, rates in tok/s.
@@ -509,6 +528,26 @@ pub struct CellResult {
     pub stall_fraction: Option<f64>,
     /// Silence that counts as a stall in this cell: max(10 × typical chunk gap, 1 s), s.
     pub stall_threshold_s: Option<f64>,
+    /// Requests of the cell's statistics that carried llama.cpp's final `timings` object; null
+    /// when none did (other engines).
+    pub timings_requests: Option<u64>,
+    /// Mean of llama.cpp's per-request `timings.predicted_per_second` (the server's own decode
+    /// rate of each request, tokens/s).
+    pub timings_predicted_per_second_avg: Option<f64>,
+    /// Mean of `timings.prompt_n`: prompt tokens llama.cpp actually computed per request.
+    pub timings_prompt_n_avg: Option<f64>,
+    /// Mean of `timings.cache_n`: prompt tokens llama.cpp reused from its cache per request.
+    pub timings_cache_n_avg: Option<f64>,
+    /// Speculative draft acceptance rate from llama.cpp's per-request timings:
+    /// Σ`draft_n_accepted` / Σ`draft_n` over the requests (0–1); null without draft counts.
+    pub timings_draft_acceptance_rate: Option<f64>,
+    /// Prompt-cache state of the cell's requests: `cold` (the server reported no cached prompt
+    /// tokens beyond the chat template), `warm` (it reported cached prompt tokens), `unverified`
+    /// (it reported nothing about its cache). Null in results written before this field.
+    pub cache_state: Option<String>,
+    /// How the cell's prompts were built: `cold` (a unique prefix per request) or `shared` (one
+    /// prompt for every request). Null in results written before this field.
+    pub prompt_cache: Option<String>,
 }
 
 /// When the window's edge scrapes were sent and answered, s relative to the window's opening

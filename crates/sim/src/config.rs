@@ -244,6 +244,27 @@ pub struct SimConfig {
     /// SGLang routers / sidecars) instead of `sglang:*`. Ignored otherwise. Default off.
     #[arg(long)]
     pub sglang_underscore_prefix: bool,
+
+    /// With `--personality sglang`: name the running and queue gauges the old way,
+    /// `num_requests_running` / `num_requests_waiting` (with the same `sglang:` prefix), instead
+    /// of `num_running_reqs` / `num_queue_reqs`. Default off.
+    #[arg(long)]
+    pub sglang_old_gauge_names: bool,
+
+    /// Leave the running-requests and waiting-requests gauges out of `/metrics` (a known engine
+    /// whose build or exporter lacks them). Default off.
+    #[arg(long)]
+    pub metrics_without_running: bool,
+
+    /// After this many `/metrics` scrapes, answer every further scrape with an empty body
+    /// (HTTP 200, no samples), as a broken exporter does mid-run. Default: unset (never).
+    #[arg(long)]
+    pub metrics_empty_after: Option<u64>,
+
+    /// After this many `/metrics` scrapes, answer every further scrape with HTTP 503. Default:
+    /// unset (never).
+    #[arg(long)]
+    pub metrics_fail_after: Option<u64>,
 }
 
 fn redact<S: serde::Serializer>(key: &Option<String>, s: S) -> Result<S::Ok, S::Error> {
@@ -290,6 +311,10 @@ impl Default for SimConfig {
             spec_accept_rate: 0.7,
             seed: 0,
             sglang_underscore_prefix: false,
+            sglang_old_gauge_names: false,
+            metrics_without_running: false,
+            metrics_empty_after: None,
+            metrics_fail_after: None,
         }
     }
 }

@@ -664,6 +664,8 @@ impl Engine {
                                 prompt_ms: ms(a.admitted, first_at),
                                 predicted_n: a.generated,
                                 predicted_ms: ms(Some(first_at), now),
+                                draft: (cfg.spec_tokens > 0)
+                                    .then_some((a.draft_tokens, a.accepted_tokens)),
                             };
                             match a.req.endpoint {
                                 Endpoint::Chat => {

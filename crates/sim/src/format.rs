@@ -315,6 +315,9 @@ pub(crate) struct Timings {
     pub predicted_n: u64,
     /// Generation time (ms).
     pub predicted_ms: f64,
+    /// Speculative decoding on: (`draft_n` proposed, `draft_n_accepted`) for this request, as
+    /// llama-server adds them to `timings`.
+    pub draft: Option<(u64, u64)>,
 }
 
 impl Timings {
@@ -334,6 +337,11 @@ impl Timings {
             per(self.predicted_ms, self.predicted_n),
             rate(self.predicted_ms, self.predicted_n),
         );
+        if let Some((n, acc)) = self.draft {
+            // inside the object: drop its closing brace, append, close again
+            b.truncate(b.len() - 1);
+            let _ = write!(b, ",\"draft_n\":{n},\"draft_n_accepted\":{acc}}}");
+        }
     }
 }
 
@@ -710,6 +718,7 @@ mod tests {
             prompt_ms: 2.0,
             predicted_n: 10,
             predicted_ms: 100.0,
+            draft: None,
         };
         let f = payload(&finish_event(&chat, "length", None, Some(&t)));
         assert_eq!(f["choices"][0]["delta"], serde_json::json!({}));

@@ -556,6 +556,20 @@ async fn version(State(s): State<AppState>, headers: HeaderMap) -> Response {
 
 /// `GET /metrics` (every personality but the neutral one). Like vLLM's, it needs no API key.
 async fn metrics(State(s): State<AppState>) -> Response {
+    let n = s
+        .scrape_counter
+        .fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+    if s.cfg.metrics_fail_after.is_some_and(|k| n >= k) && s.cfg.personality.has_metrics() {
+        return (StatusCode::SERVICE_UNAVAILABLE, "metrics unavailable\n").into_response();
+    }
+    if s.cfg.metrics_empty_after.is_some_and(|k| n >= k) && s.cfg.personality.has_metrics() {
+        let mut resp = Response::new(Body::empty());
+        resp.headers_mut().insert(
+            header::CONTENT_TYPE,
+            HeaderValue::from_static("text/plain; version=0.0.4; charset=utf-8"),
+        );
+        return resp;
+    }
     match crate::metrics::render(&s) {
         Some(body) => {
             let mut resp = Response::new(Body::from(body));

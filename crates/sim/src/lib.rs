@@ -160,6 +160,8 @@ pub(crate) struct Shared {
     pub(crate) completion_counter: AtomicU64,
     /// Streaming requests accepted, for `fault_midstream_every`.
     pub(crate) stream_counter: AtomicU64,
+    /// `/metrics` scrapes answered so far, for `metrics_empty_after` / `metrics_fail_after`.
+    pub(crate) scrape_counter: AtomicU64,
     /// Unix time (s) the simulator started, for `/v1/models`.
     pub(crate) started_unix: u64,
     /// JSON-encoded model name, quotes included.
@@ -258,6 +260,7 @@ impl Sim {
             next_seq: AtomicU64::new(0),
             completion_counter: AtomicU64::new(0),
             stream_counter: AtomicU64::new(0),
+            scrape_counter: AtomicU64::new(0),
             started_unix: started.as_secs(),
             model_json,
             engine: tx,

@@ -409,7 +409,7 @@ pub(crate) fn render(shared: &Shared) -> Option<String> {
     let st = shared.stats.snapshot();
     let cfg = &shared.cfg;
     let mut m = shared.metrics_state();
-    match cfg.personality {
+    let page = match cfg.personality {
         Personality::Neutral => None,
         Personality::Vllm => Some(vllm(cfg, &st, &m)),
         Personality::Sglang => Some(sglang(cfg, &st, &m)),
@@ -419,7 +419,49 @@ pub(crate) fn render(shared: &Shared) -> Option<String> {
             m.window = LlamaWindow::default();
             Some(page)
         }
+    };
+    if cfg.metrics_without_running {
+        page.map(|p| without_scheduler_gauges(&p))
+    } else {
+        page
     }
+}
+
+/// `page` without the running / waiting request gauges of any personality
+/// (`--metrics-without-running`): every sample, HELP and TYPE line of those families goes.
+fn without_scheduler_gauges(page: &str) -> String {
+    const FAMILIES: &[&str] = &[
+        "vllm:num_requests_running",
+        "vllm:num_requests_waiting",
+        "vllm:num_requests_waiting_by_reason",
+        "num_running_reqs",
+        "num_queue_reqs",
+        "num_requests_running",
+        "num_requests_waiting",
+        "llamacpp:requests_processing",
+        "llamacpp:requests_deferred",
+    ];
+    let family_of = |line: &str| -> String {
+        let rest = line
+            .strip_prefix("# HELP ")
+            .or_else(|| line.strip_prefix("# TYPE "))
+            .unwrap_or(line);
+        let end = rest.find(['{', ' ']).unwrap_or(rest.len());
+        let name = &rest[..end];
+        // SGLang's families carry a `sglang:` / `sglang_` prefix.
+        name.strip_prefix("sglang:")
+            .or_else(|| name.strip_prefix("sglang_"))
+            .unwrap_or(name)
+            .to_owned()
+    };
+    let mut out = String::with_capacity(page.len());
+    for line in page.lines() {
+        if !FAMILIES.contains(&family_of(line).as_str()) {
+            out.push_str(line);
+            out.push('\n');
+        }
+    }
+    out
 }
 
 fn ratio(num: u64, den: u64) -> f64 {
@@ -669,8 +711,13 @@ fn sglang(cfg: &crate::SimConfig, st: &EngineStats, m: &MetricsState) -> String 
         num: py_float,
     };
     let f = |v: u64| v as f64;
+    let (running, queue) = if cfg.sglang_old_gauge_names {
+        ("num_requests_running", "num_requests_waiting")
+    } else {
+        ("num_running_reqs", "num_queue_reqs")
+    };
     w.gauge(
-        &n("num_running_reqs"),
+        &n(running),
         "The number of running requests.",
         f(st.running),
     );
@@ -690,7 +737,7 @@ fn sglang(cfg: &crate::SimConfig, st: &EngineStats, m: &MetricsState) -> String 
         m.gen_throughput,
     );
     w.gauge(
-        &n("num_queue_reqs"),
+        &n(queue),
         "The number of requests in the waiting queue.",
         f(st.waiting),
     );

@@ -25,7 +25,9 @@ pub struct Usage {
     pub completion_tokens: Option<u64>,
     /// `usage.prompt_tokens_details.cached_tokens`: prompt tokens served from the prefix cache.
     pub cached_tokens: Option<u64>,
-    /// `usage.completion_tokens_details.reasoning_tokens`: output tokens that were reasoning.
+    /// `usage.completion_tokens_details.reasoning_tokens` (OpenAI, vLLM), else SGLang's flat
+    /// `usage.reasoning_tokens`: output tokens that were reasoning. As sent (not clamped; the
+    /// tracker clamps it to the completion total).
     pub reasoning_tokens: Option<u64>,
 }
 
@@ -44,6 +46,14 @@ pub struct Timings {
     pub predicted_ms: Option<f64>,
     /// `cache_n`: prompt tokens reused from the KV cache.
     pub cache_n: Option<u64>,
+    /// `predicted_per_second`: the server's own decode rate, tokens/s (as sent; llama.cpp
+    /// computes it as `predicted_n / predicted_ms × 1000`).
+    pub predicted_per_second: Option<f64>,
+    /// `draft_n`: speculative draft tokens proposed for this request (llama.cpp with a draft
+    /// model or n-gram speculation; absent otherwise).
+    pub draft_n: Option<u64>,
+    /// `draft_n_accepted`: draft tokens accepted for this request.
+    pub draft_n_accepted: Option<u64>,
 }
 
 impl Timings {
@@ -58,6 +68,18 @@ impl Timings {
     pub fn predicted_tokens_per_s(&self) -> Option<f64> {
         rate(self.predicted_n?, self.predicted_ms?)
     }
+
+    /// Prompt tokens of the request as llama.cpp saw them: `prompt_n + cache_n` (tokens).
+    pub fn prompt_total(&self) -> Option<u64> {
+        Some(self.prompt_n? + self.cache_n.unwrap_or(0))
+    }
+
+    /// Speculative draft acceptance rate `draft_n_accepted / draft_n` (0–1); `None` without draft
+    /// counts or with `draft_n = 0` (no speculation happened).
+    pub fn draft_acceptance_rate(&self) -> Option<f64> {
+        let (n, a) = (self.draft_n?, self.draft_n_accepted?);
+        (n > 0).then(|| a.min(n) as f64 / n as f64)
+    }
 }
 
 fn rate(n: u64, ms: f64) -> Option<f64> {
@@ -65,6 +87,9 @@ fn rate(n: u64, ms: f64) -> Option<f64> {
 }
 
 /// What one SSE data payload means.
+// `Chunk` is the variant of almost every event: boxing it would allocate per event on the hot
+// path to shrink the rare ones.
+#[allow(clippy::large_enum_variant)]
 #[derive(Clone, Debug, PartialEq)]
 pub enum Decoded<'a> {
     /// A streamed chunk (chat `delta`, completions `text`, or TGI `/generate_stream` `token`).
@@ -135,6 +160,9 @@ pub struct Chunk<'a> {
     pub finish_reason: Option<Cow<'a, str>>,
     /// llama.cpp `timings`, when present.
     pub timings: Option<Timings>,
+    /// The payload carried a choice (`choices[0]`, or a TGI `token` object): an in-progress or
+    /// finishing delta, as opposed to a usage-only chunk (`choices: []` or no `choices`).
+    pub has_choice: bool,
 }
 
 impl Chunk<'_> {
@@ -152,6 +180,7 @@ impl Chunk<'_> {
             usage: self.usage,
             finish_reason: own(self.finish_reason),
             timings: self.timings,
+            has_choice: self.has_choice,
         }
     }
 }
@@ -507,6 +536,7 @@ impl<'de> Deserialize<'de> for Usage {
             "completion_tokens",
             "prompt_tokens_details",
             "completion_tokens_details",
+            "reasoning_tokens",
         ];
         impl<'de> Visitor<'de> for V {
             type Value = Usage;
@@ -515,6 +545,7 @@ impl<'de> Deserialize<'de> for Usage {
             }
             fn visit_map<A: MapAccess<'de>>(self, mut m: A) -> Result<Usage, A::Error> {
                 let mut u = Usage::default();
+                let mut flat_reasoning = None;
                 while let Some(k) = m.next_key_seed(KeySeed(KEYS))? {
                     match k {
                         0 => u.prompt_tokens = m.next_value::<Count>()?.0,
@@ -529,11 +560,13 @@ impl<'de> Deserialize<'de> for Usage {
                                 .next_value::<Option<DetailCount<false>>>()?
                                 .and_then(|c| c.0)
                         }
+                        4 => flat_reasoning = m.next_value::<Count>()?.0,
                         _ => {
                             m.next_value::<IgnoredAny>()?;
                         }
                     }
                 }
+                u.reasoning_tokens = u.reasoning_tokens.or(flat_reasoning);
                 Ok(u)
             }
         }
@@ -550,6 +583,9 @@ impl<'de> Deserialize<'de> for Timings {
             "predicted_n",
             "predicted_ms",
             "cache_n",
+            "predicted_per_second",
+            "draft_n",
+            "draft_n_accepted",
         ];
         impl<'de> Visitor<'de> for V {
             type Value = Timings;
@@ -565,6 +601,9 @@ impl<'de> Deserialize<'de> for Timings {
                         2 => t.predicted_n = m.next_value::<Count>()?.0,
                         3 => t.predicted_ms = m.next_value::<Float>()?.0,
                         4 => t.cache_n = m.next_value::<Count>()?.0,
+                        5 => t.predicted_per_second = m.next_value::<Float>()?.0,
+                        6 => t.draft_n = m.next_value::<Count>()?.0,
+                        7 => t.draft_n_accepted = m.next_value::<Count>()?.0,
                         _ => {
                             m.next_value::<IgnoredAny>()?;
                         }
@@ -883,6 +922,7 @@ impl<'a> Top<'a> {
                 "JSON object without choices, usage, token or error fields".to_owned(),
             );
         }
+        let has_choice = self.choice.is_some() || self.token.is_some();
         let choice = self.choice.unwrap_or_default();
         let finish_reason = choice
             .finish_reason
@@ -928,6 +968,7 @@ impl<'a> Top<'a> {
             usage,
             finish_reason,
             timings: rare.timings,
+            has_choice,
         })
     }
 }

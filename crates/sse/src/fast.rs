@@ -506,6 +506,7 @@ impl<'a> Reader<'a> {
             b'n' => self.lit(b"null"),
             b'{' => {
                 let u = out.insert(Usage::default());
+                let mut flat_reasoning = None;
                 self.object(|p, key| {
                     match key {
                         "prompt_tokens" => u.prompt_tokens = p.count()?,
@@ -516,10 +517,13 @@ impl<'a> Reader<'a> {
                         "completion_tokens_details" => {
                             u.reasoning_tokens = p.opt_detail("reasoning_tokens", 3)?
                         }
+                        "reasoning_tokens" => flat_reasoning = p.count()?,
                         _ => p.skip_value(3)?,
                     }
                     Some(())
-                })
+                })?;
+                u.reasoning_tokens = u.reasoning_tokens.or(flat_reasoning);
+                Some(())
             }
             _ => None,
         }

@@ -32,10 +32,17 @@ pub const ERR_INTERRUPTED: &str = "stream interrupted before [DONE]";
 /// * The **counted total** starts at 0. A token event without usage adds exactly 1. Any event
 ///   carrying `usage.completion_tokens = u` sets `total = max(total, u)`: usage is cumulative and is
 ///   never summed, so totals never decrease (vLLM speculative decoding 3→5→7 counts 7).
-/// * **First token time** = arrival of the first event that is a token event or that raised the
-///   counted total (usage grew while the visible text was empty). **Second token time** = arrival
-///   of the event at which the counted total first reached ≥ 2 (equal to the first with
-///   multi-token chunks). **Last token time** = arrival of the last event that raised the total.
+/// * **Token times come from token events only.** A *timed event* is a token event, or an
+///   in-progress choice chunk (a choice, no `finish_reason`, no finish seen before) whose usage
+///   raised the counted total — a token whose text is empty (pitfall 12's caveat: with continuous
+///   usage, `""` can be a real token). Usage-only chunks (`choices: []` or no choices), finish
+///   chunks without token text and anything after the finish chunk **correct the count but never
+///   a time**: servers send the final usage in a separate chunk, some after the finish chunk,
+///   and often later than the last token (issue 8).
+/// * **First token time** = arrival of the first timed event. **Second token time** = arrival of
+///   the first timed event at which the counted total was ≥ 2 (equal to the first with
+///   multi-token chunks; `None` for a one-token-event answer, even when a final usage says 2).
+///   **Last token time** = arrival of the last timed event.
 /// * **Continuous usage**: at least 2 token events, every token event carried
 ///   `usage.completion_tokens`, and the values are consistent with cumulative counting (see
 ///   [`RequestRecord::nonmonotonic_usage`]).
@@ -59,6 +66,7 @@ pub struct RequestTracker {
     prompt_tokens: Option<u64>,
     cached_tokens: Option<u64>,
     reasoning_tokens: Option<u64>,
+    untimed_tokens: u64,
     finish_reason: Option<String>,
     timings: Option<Timings>,
     done: bool,
@@ -89,6 +97,7 @@ impl RequestTracker {
             prompt_tokens: None,
             cached_tokens: None,
             reasoning_tokens: None,
+            untimed_tokens: 0,
             finish_reason: None,
             timings: None,
             done: false,
@@ -138,6 +147,7 @@ impl RequestTracker {
     }
 
     fn apply_chunk(&mut self, c: &Chunk<'_>, at: Instant) -> u64 {
+        let finished_before = self.finish_reason.is_some();
         if self.response_id.is_none() {
             if let Some(id) = c.id.as_deref().filter(|s| !s.is_empty()) {
                 self.response_id = Some(id.to_owned());
@@ -191,14 +201,18 @@ impl RequestTracker {
             self.total = self.total.max(u);
         }
         let added = self.total - before;
-        if (c.token_event || added > 0) && self.first_token_at.is_none() {
-            self.first_token_at = Some(at);
-        }
-        if added > 0 {
+        let in_progress = c.has_choice && c.finish_reason.is_none() && !finished_before;
+        let timed = c.token_event || (added > 0 && in_progress);
+        if timed {
+            if self.first_token_at.is_none() {
+                self.first_token_at = Some(at);
+            }
             self.last_token_at = Some(at);
             if self.second_token_at.is_none() && self.total >= 2 {
                 self.second_token_at = Some(at);
             }
+        } else if added > 0 {
+            self.untimed_tokens += added;
         }
         added
     }
@@ -213,7 +227,8 @@ impl RequestTracker {
         self.first_token_at
     }
 
-    /// Arrival of the last event that raised the counted total, if any yet.
+    /// Arrival of the last timed event (token event, or in-progress usage growth), if any yet.
+    /// Tokens counted by usage-only chunks belong to this time.
     pub fn last_token_at(&self) -> Option<Instant> {
         self.last_token_at
     }
@@ -276,6 +291,10 @@ impl RequestTracker {
             }
         }
         let usage_below_count = self.last_usage.is_some_and(|u| u < self.total);
+        // SGLang's flat `usage.reasoning_tokens` has been seen above the completion total:
+        // reasoning is part of the output, never more than all of it.
+        let reasoning_tokens_clamped = self.reasoning_tokens.is_some_and(|r| r > self.total);
+        let reasoning_tokens = self.reasoning_tokens.map(|r| r.min(self.total));
         let continuous_usage = self.token_events >= 2
             && self.usage_token_events == self.token_events
             && !self.nonmonotonic_usage;
@@ -299,7 +318,9 @@ impl RequestTracker {
             usage_below_count,
             prompt_tokens: self.prompt_tokens,
             cached_tokens: self.cached_tokens,
-            reasoning_tokens: self.reasoning_tokens,
+            reasoning_tokens,
+            reasoning_tokens_clamped,
+            untimed_tokens: self.untimed_tokens,
             finish_reason: self.finish_reason,
             timings: self.timings,
             done: self.done,
@@ -317,12 +338,12 @@ impl RequestTracker {
 pub struct RequestRecord {
     /// When the request was sent (seed spec §4.1 `t0`).
     pub sent_at: Instant,
-    /// First output token (§4.1 `t1`): first token event or first event that raised the counted
-    /// total. `None` if no token arrived.
+    /// First output token (§4.1 `t1`): the first timed event (see [`RequestTracker`]). `None` if
+    /// no token arrived, or only usage-only chunks counted tokens.
     pub first_token_at: Option<Instant>,
-    /// Event at which the counted total first reached ≥ 2 (TTST reference, §4.1 `t2`).
+    /// First timed event at which the counted total was ≥ 2 (TTST reference, §4.1 `t2`).
     pub second_token_at: Option<Instant>,
-    /// Last event that raised the counted total (§4.1 `tL`). Never the cancellation or close time.
+    /// Last timed event (§4.1 `tL`). Never a usage-only chunk, the cancellation or close time.
     pub last_token_at: Option<Instant>,
     /// First token event (chunk with token text).
     pub first_token_event_at: Option<Instant>,
@@ -359,8 +380,15 @@ pub struct RequestRecord {
     pub prompt_tokens: Option<u64>,
     /// `usage.prompt_tokens_details.cached_tokens` from the last usage that had it.
     pub cached_tokens: Option<u64>,
-    /// `usage.completion_tokens_details.reasoning_tokens` from the last usage that had it.
+    /// Reasoning tokens from the last usage that had them
+    /// (`usage.completion_tokens_details.reasoning_tokens`, else SGLang's flat
+    /// `usage.reasoning_tokens`), clamped to `output_tokens`.
     pub reasoning_tokens: Option<u64>,
+    /// The server's reasoning count exceeded the completion total and was clamped to it.
+    pub reasoning_tokens_clamped: bool,
+    /// Tokens counted by events that carry no time (usage-only chunks, finish chunks without
+    /// text, usage after the finish chunk): part of `output_tokens`, never of a token time.
+    pub untimed_tokens: u64,
     /// Last non-empty `finish_reason`.
     pub finish_reason: Option<String>,
     /// Last llama.cpp `timings` object seen.
@@ -410,7 +438,8 @@ impl RequestRecord {
 
     /// Mean inter-token latency in seconds: `(last_token_at − first_token_at) / (output_tokens − 1)`
     /// (§4.1 ITL); needs `output_tokens ≥ 2` and `last > first`. Partial (cancelled) requests are
-    /// allowed. The first token's wait (TTFT) is never part of it.
+    /// allowed. The first token's wait (TTFT) is never part of it. A one-token-event answer has
+    /// no ITL (`None`, never 0), whatever a later usage chunk says.
     pub fn itl_s(&self) -> Option<f64> {
         let (first, last) = (self.first_token_at?, self.last_token_at?);
         if self.output_tokens < 2 || last <= first {

@@ -38,6 +38,9 @@ fn llamacpp_b6510_reasoning_and_final_timings() {
             predicted_n: Some(394),
             predicted_ms: Some(2623.392),
             cache_n: Some(13),
+            predicted_per_second: Some(150.18723850648323),
+            draft_n: None,
+            draft_n_accepted: None,
         })
     );
     let rec = &r.record;
@@ -128,8 +131,9 @@ fn openai_gpt4o_usage_null_then_usage_chunk() {
     assert_eq!(rec.cached_tokens, None);
     assert_eq!(r.idx(rec.first_token_at), Some(0));
     assert_eq!(r.idx(rec.second_token_at), Some(1));
-    // the usage chunk raised the total from 2 to 3: it is the last token time
-    assert_eq!(r.idx(rec.last_token_at), Some(3));
+    // the usage chunk raised the total from 2 to 3: it corrects the count, not the last token
+    // time (issue 8)
+    assert_eq!(r.idx(rec.last_token_at), Some(1));
     assert_eq!(rec.finish_reason.as_deref(), Some("stop"));
     assert!(rec.done && rec.completed);
 }
@@ -476,8 +480,8 @@ fn llama_server_completions_stream_usage_on_last_choice_chunk() {
     assert_eq!(rec.usage_completion_tokens, Some(8));
     assert_eq!(
         r.idx(rec.last_token_at),
-        Some(7),
-        "usage raised the total 7 → 8"
+        Some(6),
+        "usage raised the total 7 → 8 on the finish chunk: counted, not timed"
     );
     assert_eq!(r.idx(rec.last_token_event_at), Some(6));
     assert_eq!(rec.prompt_tokens, Some(2));
