@@ -332,10 +332,7 @@ pub fn schema_violations(r: &TaskResults) -> anyhow::Result<Vec<String>> {
 fn write_json(r: &TaskResults, path: &std::path::Path) -> anyhow::Result<()> {
     let mut s = serde_json::to_string_pretty(r)?;
     s.push('\n');
-    if let Some(dir) = path.parent().filter(|d| !d.as_os_str().is_empty()) {
-        std::fs::create_dir_all(dir)?;
-    }
-    std::fs::write(path, s)?;
+    servebench_report::write_atomic(path, s.as_bytes())?;
     Ok(())
 }
 

@@ -662,7 +662,7 @@ fn interrupted(
 ) -> CellOutcome {
     result.status = CellStatus::SkippedUser;
     result.status_reason =
-        "interrupted by the user (Ctrl-C or SIGTERM) while the cell was running".into();
+        "interrupted by the user (Ctrl-C, SIGTERM or SIGHUP) while the cell was running".into();
     result.wall_time = Some(t_cell.elapsed().as_secs_f64());
     result.request_samples.clear();
     CellOutcome {

@@ -560,18 +560,22 @@ pub fn to_json(r: &Results) -> Result<Vec<u8>, serde_json::Error> {
     Ok(v)
 }
 
-/// Writes `r` to `path` atomically (temporary file in the same directory, then rename), so an
-/// interrupted write never leaves a truncated results file.
+/// Writes `r` to `path` atomically ([`write_atomic`]), so an interrupted or killed write never
+/// leaves a truncated results file.
 pub fn write_json(r: &Results, path: &Path) -> anyhow::Result<()> {
-    write_atomic(path, &to_json(r)?)
+    let bytes = to_json(r)?;
+    write_atomic(path, &bytes)?;
+    Ok(())
 }
 
-/// Writes `bytes` to `path` atomically (temporary file in the same directory, then rename);
-/// creates the folder when needed.
+/// Replaces `path` with `bytes` atomically: a temporary file in the same directory is written,
+/// flushed to disk (`fsync`), then renamed over `path`, and the directory is synced, so a reader
+/// (or the disk after a crash or SIGKILL) sees either the old file or the new one, never a
+/// partial one. The folder is created when missing.
 ///
-/// # Errors
-/// The folder cannot be created, or the file cannot be written or renamed.
+/// Errors: the folder cannot be created or written, or the disk is full.
 pub fn write_atomic(path: &Path, bytes: &[u8]) -> anyhow::Result<()> {
+    use std::io::Write as _;
     let dir = path
         .parent()
         .filter(|p| !p.as_os_str().is_empty())
@@ -584,12 +588,22 @@ pub fn write_atomic(path: &Path, bytes: &[u8]) -> anyhow::Result<()> {
             .unwrap_or("results"),
         std::process::id()
     ));
-    std::fs::write(&tmp, bytes)?;
-    if let Err(e) = std::fs::rename(&tmp, path) {
+    let res = (|| -> std::io::Result<()> {
+        let mut f = std::fs::File::create(&tmp)?;
+        f.write_all(bytes)?;
+        f.sync_all()?;
+        drop(f);
+        std::fs::rename(&tmp, path)?;
+        // The rename itself is durable only once the directory entry is on disk.
+        if let Ok(d) = std::fs::File::open(dir) {
+            let _ = d.sync_all();
+        }
+        Ok(())
+    })();
+    if res.is_err() {
         let _ = std::fs::remove_file(&tmp);
-        return Err(e.into());
     }
-    Ok(())
+    Ok(res?)
 }
 
 /// Keeps a previous file at `path` instead of overwriting it: renames it to the first free
