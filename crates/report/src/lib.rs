@@ -261,6 +261,21 @@ fn header(out: &mut String, r: &Results) {
     if m.interrupted {
         facts.push("INTERRUPTED (partial results)".into());
     }
+    if r.run_state == Some(servebench_results::RunState::Running) {
+        facts.push(
+            "RUN NOT COMPLETE (a checkpoint written while the run was going: if it is not still running, it was killed; `servebench run --resume` finishes it)"
+                .into(),
+        );
+    }
+    if let Some(f) = &r.resumed_from {
+        facts.push(format!(
+            "resumed from {} ({} cells, {} prefill rows kept from run {})",
+            f.file,
+            f.kept_cells.len(),
+            f.kept_prefill.len(),
+            f.run_id
+        ));
+    }
     let _ = writeln!(out, "{}", facts.join(" · "));
 }
 
