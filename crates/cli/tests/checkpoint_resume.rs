@@ -269,6 +269,22 @@ fn sigkill_keeps_the_finished_cells_and_resume_completes_the_matrix() {
         "a refused resume writes nothing"
     );
 
+    // ... and so is one against another server.
+    let other = sim();
+    let mut c = Command::new(BIN);
+    c.arg("run")
+        .args(["--url", &other.base_url()])
+        .args(MATRIX)
+        .args(["--resume", file])
+        .current_dir(b.dir.path())
+        .stdin(Stdio::null())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped());
+    let bad = wait(c.spawn().unwrap(), Duration::from_secs(60));
+    let stderr = text(&bad.stderr);
+    assert_eq!(bad.status.code(), Some(2), "{stderr}");
+    assert!(stderr.contains("the target differs"), "{stderr}");
+
     // The resume runs only the missing cells, into the same file.
     let done = b.run(&["--resume", file]);
     let stderr = text(&done.stderr);

@@ -235,9 +235,7 @@ pub fn checked_settings(file: &Results, cfg: &RunConfig) -> Vec<(&'static str, S
         ),
         (
             "--prefill-contexts",
-            m.prefill_contexts
-                .as_deref()
-                .map_or("unset".into(), |v| list(v)),
+            m.prefill_contexts.as_deref().map_or("unset".into(), &list),
             list(&cfg.prefill.contexts),
         ),
         (
@@ -301,4 +299,83 @@ pub fn check_settings(file: &Results, cfg: &RunConfig, embedded: bool) -> Result
         }
     }
     Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn cell(c: u64, ctx: u64, status: CellStatus) -> CellResult {
+        CellResult {
+            concurrency: c,
+            context_tokens: ctx,
+            status,
+            ..Default::default()
+        }
+    }
+
+    #[test]
+    fn keeps_measured_and_skipped_cells_and_ok_prefill_rows() {
+        let mut r = Results::default();
+        r.metadata.run_id = "abc".into();
+        r.results = vec![
+            cell(1, 0, CellStatus::Ok),
+            cell(2, 0, CellStatus::Invalid),
+            cell(4, 0, CellStatus::Error),
+            cell(8, 0, CellStatus::SkippedUser),
+            cell(16, 0, CellStatus::SkippedCapacity),
+            cell(1, 1024, CellStatus::SkippedContext),
+        ];
+        let ok = PrefillRow {
+            status: Some(CellStatus::Ok),
+            tok_per_sec: Some(1000.0),
+            ..Default::default()
+        };
+        let failed = PrefillRow {
+            status: Some(CellStatus::Error),
+            ..Default::default()
+        };
+        let old_tool = PrefillRow {
+            tok_per_sec: Some(900.0),
+            ..Default::default()
+        };
+        r.prefill.insert("1024".into(), ok.clone());
+        r.prefill.insert("2048".into(), failed.clone());
+        r.prefill.insert("4096".into(), old_tool);
+        r.prefill_warm.insert("1024".into(), ok);
+        r.prefill_warm.insert("2048".into(), failed);
+        let k = Resume::from_results(&r, "f.json");
+        let spec = |c, ctx| CellSpec {
+            concurrency: c,
+            context: ctx,
+        };
+        for (c, ctx, kept) in [
+            (1, 0, true),
+            (2, 0, false),
+            (4, 0, false),
+            (8, 0, false),
+            (16, 0, true),
+            (1, 1024, true),
+            (32, 0, false),
+        ] {
+            assert_eq!(
+                k.cell(spec(c, ctx), false).is_some(),
+                kept,
+                "C={c} ctx={ctx}"
+            );
+            assert!(k.cell(spec(c, ctx), true).is_none(), "no burst cells");
+        }
+        assert!(k.has_prefill(1024) && k.has_prefill(4096) && !k.has_prefill(2048));
+        assert_eq!(
+            k.prefill_warm.keys().collect::<Vec<_>>(),
+            vec!["1024"],
+            "warm rows follow their cold row"
+        );
+        assert_eq!(k.from.run_id, "abc");
+        assert_eq!(k.from.file, "f.json");
+        assert_eq!(
+            cell_label(&r.results[0], true),
+            "burst C=1 ctx=0".to_string()
+        );
+    }
 }
