@@ -1063,6 +1063,11 @@ fn run_without_target_uses_embedded_simulator() {
     assert_ok_cell(&v, 1, 0);
     assert_eq!(cell(&v, 1, 0)["avg_running_reqs"], 1.0);
     assert!(cell(&v, 1, 0)["server_output_tokens"].as_u64().unwrap() > 0);
+    assert!(
+        out.stdout.contains("Server check (vllm /metrics"),
+        "{}",
+        out.stdout
+    );
 }
 
 /// Finds `http://host:port` in a line.

@@ -357,6 +357,38 @@ pub fn render_text(r: &Results, opts: &ReportOptions) -> String {
             &[],
         );
         out.push('\n');
+        // Server-side validation from the engine's own /metrics over the same windows.
+        if r.results
+            .iter()
+            .any(|c| c.status == CellStatus::Ok && c.server_gen_throughput.is_some())
+        {
+            let engine = if m.engine.is_empty() {
+                "server"
+            } else {
+                m.engine.as_str()
+            };
+            let _ = writeln!(
+                out,
+                "Server check ({engine} /metrics over each window: server generation tok/s; second line: avg running requests / C)"
+            );
+            let running = |c: &CellResult| match (c.status, c.avg_running_reqs) {
+                (CellStatus::Ok, Some(a)) => format!("{a:.1}/{}", c.concurrency),
+                _ => String::new(),
+            };
+            matrix(
+                &mut out,
+                &r.results,
+                &|c| {
+                    if c.status == CellStatus::Ok {
+                        fmt_tps(c.server_gen_throughput)
+                    } else {
+                        cell_text(c, show)
+                    }
+                },
+                &[("running".to_string(), &running)],
+            );
+            out.push('\n');
+        }
         let sources: Vec<&str> = {
             let mut v: Vec<&str> = r
                 .results
