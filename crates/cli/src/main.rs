@@ -63,27 +63,54 @@ pub(crate) fn on_interrupt(cancel: CancellationToken, what: Option<&'static str>
     });
 }
 
-/// Waits for Ctrl-C (SIGINT) or, on Unix, SIGTERM or SIGHUP; false when no handler could be
-/// installed.
+/// Waits for Ctrl-C (SIGINT) or, on Unix, SIGTERM or SIGHUP (unless SIGHUP was ignored when
+/// servebench started, as under `nohup`: then a hang-up does not stop the run); false when no
+/// handler could be installed.
 async fn interrupt() -> bool {
     #[cfg(unix)]
     {
         use tokio::signal::unix::{signal, SignalKind};
-        if let (Ok(mut term), Ok(mut hup)) = (
-            signal(SignalKind::terminate()),
-            signal(SignalKind::hangup()),
-        ) {
+        if let Ok(mut term) = signal(SignalKind::terminate()) {
+            let mut hup = if sighup_ignored_at_start() {
+                None
+            } else {
+                signal(SignalKind::hangup()).ok()
+            };
+            let hangup = async {
+                match hup.as_mut() {
+                    Some(h) => h.recv().await,
+                    None => std::future::pending().await,
+                }
+            };
             return tokio::select! {
                 r = tokio::signal::ctrl_c() => r.is_ok(),
                 r = term.recv() => r.is_some(),
-                r = hup.recv() => r.is_some(),
+                r = hangup => r.is_some(),
             };
         }
     }
     tokio::signal::ctrl_c().await.is_ok()
 }
 
+/// Whether SIGHUP was ignored when the process started (`nohup servebench run ...`). Read once,
+/// before any handler is installed (installing one replaces the disposition).
+#[cfg(unix)]
+fn sighup_ignored_at_start() -> bool {
+    static IGNORED: std::sync::OnceLock<bool> = std::sync::OnceLock::new();
+    *IGNORED.get_or_init(|| {
+        // SAFETY: sigaction with a null new action only reads the current disposition into
+        // `old`, a zeroed struct we own.
+        unsafe {
+            let mut old: libc::sigaction = std::mem::zeroed();
+            libc::sigaction(libc::SIGHUP, std::ptr::null(), &mut old) == 0
+                && old.sa_sigaction == libc::SIG_IGN
+        }
+    })
+}
+
 fn main() -> ExitCode {
+    #[cfg(unix)]
+    sighup_ignored_at_start();
     let cli = match Cli::try_parse() {
         Ok(c) => c,
         Err(e) => {

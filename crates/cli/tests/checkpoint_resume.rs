@@ -225,6 +225,38 @@ fn sighup_keeps_the_finished_cells() {
 }
 
 #[test]
+fn sighup_under_nohup_does_not_stop_the_run() {
+    // `nohup` starts the process with SIGHUP ignored: a hang-up must then not interrupt it.
+    use std::os::unix::process::CommandExt as _;
+    let b = Bench::new();
+    let out = b.output();
+    let mut cmd = b.command(&["-o", out.to_str().unwrap()]);
+    // SAFETY: only async-signal-safe signal(2) between fork and exec.
+    unsafe {
+        cmd.pre_exec(|| {
+            libc::signal(libc::SIGHUP, libc::SIG_IGN);
+            Ok(())
+        });
+    }
+    let child = cmd.spawn().expect("spawn servebench");
+    let deadline = Instant::now() + Duration::from_secs(40);
+    while !read_json(&out).is_some_and(|v| v["results"].as_array().is_some_and(|r| !r.is_empty())) {
+        assert!(Instant::now() < deadline, "no finished cell after 40 s");
+        std::thread::sleep(Duration::from_millis(25));
+    }
+    // SAFETY: plain kill(2) on our own child's pid.
+    assert_eq!(
+        unsafe { libc::kill(child.id() as libc::pid_t, libc::SIGHUP) },
+        0
+    );
+    let done = wait(child, Duration::from_secs(60));
+    assert_eq!(done.status.code(), Some(0), "{}", text(&done.stderr));
+    let v = read_json(&out).unwrap();
+    assert_eq!(v["run_state"], "complete");
+    assert_eq!(cells(&v).len(), 4);
+}
+
+#[test]
 fn sigkill_keeps_the_finished_cells_and_resume_completes_the_matrix() {
     let b = Bench::new();
     let out = b.kill_after_first_cell(libc::SIGKILL);
