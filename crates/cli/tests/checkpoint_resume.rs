@@ -98,22 +98,27 @@ impl Bench {
             .command(&["-o", out.to_str().unwrap()])
             .spawn()
             .expect("spawn servebench");
-        let deadline = Instant::now() + Duration::from_secs(40);
-        loop {
-            if let Some(v) = read_json(&out) {
-                if v["results"].as_array().is_some_and(|r| !r.is_empty()) {
-                    break;
-                }
-            }
-            assert!(
-                Instant::now() < deadline,
-                "no finished cell on disk after 40 s"
-            );
-            std::thread::sleep(Duration::from_millis(25));
-        }
+        wait_for_first_cell(&out);
         // SAFETY: plain kill(2) on our own child's pid.
         assert_eq!(unsafe { libc::kill(child.id() as libc::pid_t, signal) }, 0);
         wait(child, Duration::from_secs(30))
+    }
+}
+
+/// Polls the results file at `out` until it holds one finished cell (at most 40 s).
+fn wait_for_first_cell(out: &Path) {
+    let deadline = Instant::now() + Duration::from_secs(40);
+    loop {
+        if let Some(v) = read_json(out) {
+            if v["results"].as_array().is_some_and(|r| !r.is_empty()) {
+                return;
+            }
+        }
+        assert!(
+            Instant::now() < deadline,
+            "no finished cell on disk after 40 s"
+        );
+        std::thread::sleep(Duration::from_millis(25));
     }
 }
 
@@ -239,11 +244,7 @@ fn sighup_under_nohup_does_not_stop_the_run() {
         });
     }
     let child = cmd.spawn().expect("spawn servebench");
-    let deadline = Instant::now() + Duration::from_secs(40);
-    while !read_json(&out).is_some_and(|v| v["results"].as_array().is_some_and(|r| !r.is_empty())) {
-        assert!(Instant::now() < deadline, "no finished cell after 40 s");
-        std::thread::sleep(Duration::from_millis(25));
-    }
+    wait_for_first_cell(&out);
     // SAFETY: plain kill(2) on our own child's pid.
     assert_eq!(
         unsafe { libc::kill(child.id() as libc::pid_t, libc::SIGHUP) },
