@@ -348,10 +348,18 @@ pub struct RunArgs {
     /// matrix. Each cell records the state the server reported as `cache_state`.
     #[arg(long, value_enum)]
     pub prompt_cache: Option<PromptCacheArg>,
-    /// Results JSON path. A file already there is kept: renamed to NAME.1.json (or the next free
-    /// number) before the new results are written.
-    #[arg(long, short, default_value = "benchmark_results.json")]
-    pub output: PathBuf,
+    /// Results JSON path, rewritten atomically after every finished cell and prefill row. A file
+    /// already there is kept: renamed to NAME.1.json (or the next free number) before the run
+    /// starts [default: benchmark_results.json; with --resume: the resumed FILE, updated in place
+    /// after a copy of it is kept the same way].
+    #[arg(long, short)]
+    pub output: Option<PathBuf>,
+    /// Resume the run whose results are in FILE: run only its missing and failed cells
+    /// (error, invalid, not run) and prefill rows, keep the others unchanged. The target, model
+    /// and matrix settings must match the file's (give the same flags); the model defaults to
+    /// the file's.
+    #[arg(long, value_name = "FILE")]
+    pub resume: Option<PathBuf>,
     /// Also write the results as CSV (one row per cell; columns in docs/exports.md).
     #[arg(long, value_name = "FILE")]
     pub export_csv: Option<PathBuf>,
@@ -375,6 +383,9 @@ pub struct RunArgs {
     #[command(flatten)]
     pub faults: crate::fault_args::FaultArgs,
 }
+
+/// Results path of `servebench run` without `-o` or `--resume`.
+pub const DEFAULT_OUTPUT: &str = "benchmark_results.json";
 
 fn positive_secs(name: &str, v: f64) -> anyhow::Result<Duration> {
     if !v.is_finite() || !(0.0..=86_400.0).contains(&v) {
@@ -452,7 +463,12 @@ impl RunArgs {
             .map_err(usage)?;
 
         let policy = self.faults.to_policy()?;
-        let (target, sim) = self.target.resolve(SimConfig::default)?;
+        // The embedded simulator impersonates vLLM, so the first run shows the server-side
+        // evidence a real server gives: /metrics, the KV budget, readiness and validation.
+        let (target, sim) = self.target.resolve(|| SimConfig {
+            personality: servebench_sim::Personality::Vllm,
+            ..SimConfig::default()
+        })?;
 
         let args_snapshot = json!({
             "concurrency": concurrency,
@@ -474,6 +490,7 @@ impl RunArgs {
             "standalone_prefill": self.standalone_prefill,
             "prefill_only": self.prefill_only,
             "prefill_metric": format!("{:?}", self.prefill_metric).to_lowercase(),
+            "prefill_duration": self.prefill_duration,
             "request_count": self.request_count,
             "run_burst": self.run_burst,
             "hw_monitor_interval": self.hw_monitor_interval,

@@ -5,6 +5,7 @@
 //! built-in simulator is started in-process so the first command works anywhere.
 
 mod args;
+mod checkpoint;
 mod fault_args;
 mod live;
 mod publish;
@@ -30,12 +31,14 @@ use crate::args::{Cli, Command, RunArgs};
 const EXIT_USAGE: u8 = 2;
 /// Exit code when some cells are `error` / `invalid` (results are still written).
 const EXIT_CELLS_FAILED: u8 = 3;
-/// Exit code after Ctrl-C (partial results written).
+/// Exit code after Ctrl-C, SIGTERM or SIGHUP (partial results written).
 pub(crate) const EXIT_INTERRUPTED: u8 = 130;
 
 /// First Ctrl-C: cancel `cancel` (the run writes its partial results, saying `what` it does);
 /// second Ctrl-C: exit at once with [`EXIT_INTERRUPTED`].
-/// SIGTERM (`timeout`, `docker stop`, systemd, Slurm) is handled the same way.
+/// SIGTERM (`timeout`, `docker stop`, systemd, Slurm) and SIGHUP (the SSH session or terminal
+/// went away) are handled the same way. The messages go to stderr with errors ignored: after a
+/// hang-up the terminal is gone, and a failed print must not stop the partial results.
 pub(crate) fn on_ctrl_c(cancel: CancellationToken, what: &'static str) {
     on_interrupt(cancel, Some(what));
 }
@@ -45,34 +48,69 @@ pub(crate) fn on_interrupt(cancel: CancellationToken, what: Option<&'static str>
     tokio::spawn(async move {
         if interrupt().await {
             if let Some(what) = what {
-                eprintln!("\nservebench: interrupted — {what} (Ctrl-C again to abort)");
+                let _ = writeln!(
+                    std::io::stderr(),
+                    "\nservebench: interrupted — {what} (Ctrl-C again to abort)"
+                );
             }
             cancel.cancel();
             if interrupt().await {
                 servebench_tui::terminal::restore_terminal();
-                eprintln!("servebench: aborted");
+                let _ = writeln!(std::io::stderr(), "servebench: aborted");
                 std::process::exit(EXIT_INTERRUPTED as i32);
             }
         }
     });
 }
 
-/// Waits for Ctrl-C (SIGINT) or, on Unix, SIGTERM; false when no handler could be installed.
+/// Waits for Ctrl-C (SIGINT) or, on Unix, SIGTERM or SIGHUP (unless SIGHUP was ignored when
+/// servebench started, as under `nohup`: then a hang-up does not stop the run); false when no
+/// handler could be installed.
 async fn interrupt() -> bool {
     #[cfg(unix)]
     {
         use tokio::signal::unix::{signal, SignalKind};
         if let Ok(mut term) = signal(SignalKind::terminate()) {
+            let mut hup = if sighup_ignored_at_start() {
+                None
+            } else {
+                signal(SignalKind::hangup()).ok()
+            };
+            let hangup = async {
+                match hup.as_mut() {
+                    Some(h) => h.recv().await,
+                    None => std::future::pending().await,
+                }
+            };
             return tokio::select! {
                 r = tokio::signal::ctrl_c() => r.is_ok(),
                 r = term.recv() => r.is_some(),
+                r = hangup => r.is_some(),
             };
         }
     }
     tokio::signal::ctrl_c().await.is_ok()
 }
 
+/// Whether SIGHUP was ignored when the process started (`nohup servebench run ...`). Read once,
+/// before any handler is installed (installing one replaces the disposition).
+#[cfg(unix)]
+fn sighup_ignored_at_start() -> bool {
+    static IGNORED: std::sync::OnceLock<bool> = std::sync::OnceLock::new();
+    *IGNORED.get_or_init(|| {
+        // SAFETY: sigaction with a null new action only reads the current disposition into
+        // `old`, a zeroed struct we own.
+        unsafe {
+            let mut old: libc::sigaction = std::mem::zeroed();
+            libc::sigaction(libc::SIGHUP, std::ptr::null(), &mut old) == 0
+                && old.sa_sigaction == libc::SIG_IGN
+        }
+    })
+}
+
 fn main() -> ExitCode {
+    #[cfg(unix)]
+    sighup_ignored_at_start();
     let cli = match Cli::try_parse() {
         Ok(c) => c,
         Err(e) => {
@@ -107,7 +145,7 @@ fn main() -> ExitCode {
     match result {
         Ok(code) => code,
         Err(e) => {
-            eprintln!("error: {}", one_line_error(&e));
+            let _ = writeln!(std::io::stderr(), "error: {}", one_line_error(&e));
             if e.downcast_ref::<args::UsageError>().is_some() {
                 ExitCode::from(EXIT_USAGE)
             } else {
@@ -129,7 +167,23 @@ pub(crate) fn one_line_error(e: &anyhow::Error) -> String {
 }
 
 async fn cmd_run(a: RunArgs) -> anyhow::Result<ExitCode> {
-    args::check_output_path(&a.output, "-o")?;
+    // With --resume the results go back into the resumed file unless -o says otherwise.
+    let output = a
+        .output
+        .clone()
+        .or_else(|| a.resume.clone())
+        .unwrap_or_else(|| args::DEFAULT_OUTPUT.into());
+    let resumed = match &a.resume {
+        Some(f) => match read_results(f).map_err(args::usage)? {
+            (_, AnyResults::Matrix(r)) => Some(r),
+            (_, AnyResults::Task(_)) => args::usage_bail!(
+                "--resume {}: this is a `servebench task` results file; only `servebench run` results can be resumed",
+                f.display()
+            ),
+        },
+        None => None,
+    };
+    args::check_output_path(&output, "-o")?;
     let host = a.host_options()?;
     let percentiles = reports::percentiles(&a.percentiles)?;
     let exports = reports::run_exports(
@@ -141,12 +195,33 @@ async fn cmd_run(a: RunArgs) -> anyhow::Result<ExitCode> {
         args::check_output_path(p, flag)?;
     }
     // Keep the embedded simulator alive for the whole run.
-    let (cfg, sim) = a.to_config()?;
+    let (mut cfg, sim) = a.to_config()?;
     let quiet = a.quiet;
-    let output = a.output.clone();
+    let resume = match (&resumed, &a.resume) {
+        (Some(file), Some(path)) => {
+            if cfg.model.is_none() && !file.metadata.model.is_empty() {
+                cfg.model = Some(file.metadata.model.clone());
+            }
+            servebench_core::resume::check_settings(file, &cfg, sim.is_some())
+                .map_err(|e| args::usage(anyhow::anyhow!("--resume {}: {e}", path.display())))?;
+            let r =
+                servebench_core::resume::Resume::from_results(file, &path.display().to_string());
+            let _ = writeln!(
+                std::io::stderr(),
+                "servebench: resuming {}: {} cells and {} prefill rows kept, the missing and failed ones run again",
+                path.display(),
+                r.cells.len() + r.burst_cells.len(),
+                r.prefill.len()
+            );
+            Some(r)
+        }
+        _ => None,
+    };
     if let Some(sim) = &sim {
-        eprintln!(
-            "servebench: no --url/--host given; benchmarking the built-in simulator at {} (servebench sim --help describes its model)",
+        let _ = writeln!(
+            std::io::stderr(),
+            "servebench: no --url/--host given; benchmarking the built-in simulator ({} personality) at {} (servebench sim --help describes its model)",
+            sim.config().personality.engine_name(),
             sim.base_url()
         );
     }
@@ -162,11 +237,19 @@ async fn cmd_run(a: RunArgs) -> anyhow::Result<ExitCode> {
             .then_some("finishing the current cell as skipped and writing partial results"),
     );
 
+    // A previous results file is never overwritten: it is renamed to NAME.1.json before the
+    // first checkpoint replaces it (with --resume, after it was read: the original is kept).
+    reports::keep_previous(&output);
     let (tx, rx) = tokio::sync::mpsc::unbounded_channel::<RunEvent>();
+    let (live_tx, live_rx) = tokio::sync::mpsc::unbounded_channel::<RunEvent>();
     let events = Arc::new(EventSink::new(Some(tx)));
-    let view = live::start(display, rx, cancel.clone(), events.skip_control());
-    let results = servebench_core::run_with_host(cfg, host, events.clone(), cancel.clone()).await;
+    let view = live::start(display, live_rx, cancel.clone(), events.skip_control());
+    let checkpoints = tokio::spawn(checkpoint::pump(rx, live_tx, output.clone()));
+    let results =
+        servebench_core::run_resuming(cfg, host, resume, events.clone(), cancel.clone()).await;
     drop(events);
+    // Every checkpoint is on disk before the final write replaces it.
+    let _ = checkpoints.await;
     view.finish().await;
     drop(sim);
     let results = results.map_err(|e| match e {
@@ -175,8 +258,6 @@ async fn cmd_run(a: RunArgs) -> anyhow::Result<ExitCode> {
     })?;
 
     // When the file cannot be written, still print the report so the measurements are not lost.
-    // A previous results file is never overwritten: it is renamed to NAME.1.json first.
-    reports::keep_previous(&output);
     let written = servebench_report::write_json(&results, &output)
         .with_context(|| format!("cannot write {}", output.display()));
     let mut opts = servebench_report::ReportOptions {
@@ -212,7 +293,7 @@ fn exit_code(r: &Results) -> ExitCode {
         .filter(|c| matches!(c.status, CellStatus::Error | CellStatus::Invalid))
         .count();
     if failed > 0 {
-        eprintln!("servebench: {failed} of {} cells failed (status error/invalid); see the report and the JSON", r.results.len());
+        let _ = writeln!(std::io::stderr(), "servebench: {failed} of {} cells failed (status error/invalid); see the report and the JSON", r.results.len());
         return ExitCode::from(EXIT_CELLS_FAILED);
     }
     ExitCode::SUCCESS

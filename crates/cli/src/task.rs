@@ -26,6 +26,8 @@ use crate::args::{check_output_path, usage, usage_bail, TargetArgs};
 /// Exit code when some requests failed or no level produced tokens (results are still written).
 const EXIT_RUNS_FAILED: u8 = 3;
 /// Exit code after Ctrl-C (partial results written).
+/// Fraction of a dataset's items the embedded simulator answers correctly (by design).
+const SIM_DATASET_ACCURACY: f64 = 0.7;
 /// Wrong answers listed in the text report.
 const WRONG_SHOWN: usize = 20;
 
@@ -138,12 +140,18 @@ impl TaskArgs {
             .context("--concurrency-levels")
             .map_err(usage)?;
         // Demo target: varied lengths, and the expected answer of a single prompt stated by 80 %
-        // of the requests, so every part of the report has something to show.
+        // of the requests (a dataset's answers by 70 %: the simulator is given the dataset as its
+        // answer key), so every part of the report has something to show.
         let (target, sim) = self.target.resolve(|| SimConfig {
             eos_after_min: Some(32),
             eos_after_max: Some(256),
             answer: self.answer.clone().filter(|a| !a.contains(['\n', '\r'])),
-            answer_accuracy: 0.8,
+            answer_accuracy: if self.dataset.is_some() {
+                SIM_DATASET_ACCURACY
+            } else {
+                0.8
+            },
+            answer_key: self.dataset.clone(),
             ..SimConfig::default()
         })?;
         let default_runs = if self.dataset.is_some() {
@@ -248,10 +256,28 @@ impl TaskArgs {
 pub async fn cmd_task(a: TaskArgs) -> anyhow::Result<ExitCode> {
     check_output_path(&a.output, "-o")?;
     let (cfg, sim) = a.to_config()?;
-    if let Some(sim) = &sim {
+    let sim_note = sim.as_ref().map(|s| match &s.config().answer_key {
+        Some(d) => format!(
+            "simulator: answers ~{:.0} % of items correctly by design (the built-in simulator is given the answers of {} \
+             and states the right one in that fraction of the requests, a wrong one otherwise: this checks the scoring path, not a model)",
+            s.config().answer_accuracy * 100.0,
+            d.display()
+        ),
+        None => format!(
+            "simulator: filler text{} (the built-in simulator, not a model)",
+            if s.config().answer.is_some() {
+                format!(
+                    "; states the --answer in ~{:.0} % of the requests by design",
+                    s.config().answer_accuracy * 100.0
+                )
+            } else {
+                String::new()
+            }
+        ),
+    });
+    if let (Some(sim), Some(note)) = (&sim, &sim_note) {
         eprintln!(
-            "servebench: no --url/--host given; running the task against the built-in simulator at {} \
-             (filler text; with --answer it states that answer in 80 % of the requests)",
+            "servebench: no --url/--host given; running the task against the built-in simulator at {}\n{note}",
             sim.base_url()
         );
     }
@@ -283,6 +309,9 @@ pub async fn cmd_task(a: TaskArgs) -> anyhow::Result<ExitCode> {
     let mut stdout = std::io::stdout().lock();
     let _ = writeln!(stdout);
     let _ = stdout.write_all(text.as_bytes());
+    if let Some(note) = &sim_note {
+        let _ = writeln!(stdout, "{note}");
+    }
     let _ = stdout.flush();
     drop(stdout);
     written?;
@@ -332,10 +361,7 @@ pub fn schema_violations(r: &TaskResults) -> anyhow::Result<Vec<String>> {
 fn write_json(r: &TaskResults, path: &std::path::Path) -> anyhow::Result<()> {
     let mut s = serde_json::to_string_pretty(r)?;
     s.push('\n');
-    if let Some(dir) = path.parent().filter(|d| !d.as_os_str().is_empty()) {
-        std::fs::create_dir_all(dir)?;
-    }
-    std::fs::write(path, s)?;
+    servebench_report::write_atomic(path, s.as_bytes())?;
     Ok(())
 }
 

@@ -1055,9 +1055,19 @@ fn run_without_target_uses_embedded_simulator() {
     assert!(out.stderr.contains("built-in simulator"), "{}", out.stderr);
     // Default output path, in the working directory.
     let v = read_valid_results(&b.path("benchmark_results.json"));
-    assert_eq!(v["metadata"]["engine"], "servebench-sim");
+    // It impersonates vLLM, so the server-side evidence is there: metrics, KV budget, readiness.
+    assert_eq!(v["metadata"]["engine"], "vllm");
+    assert_eq!(v["metadata"]["metrics_available"], true);
+    assert!(v["metadata"]["max_total_tokens"].as_u64().unwrap() > 0);
     assert_eq!(v["startup_diagnostics"]["args"]["embedded_simulator"], true);
     assert_ok_cell(&v, 1, 0);
+    assert_eq!(cell(&v, 1, 0)["avg_running_reqs"], 1.0);
+    assert!(cell(&v, 1, 0)["server_output_tokens"].as_u64().unwrap() > 0);
+    assert!(
+        out.stdout.contains("Server check (vllm /metrics"),
+        "{}",
+        out.stdout
+    );
 }
 
 /// Finds `http://host:port` in a line.

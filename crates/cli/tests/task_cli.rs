@@ -360,3 +360,37 @@ fn bad_input_is_one_error_line() {
         o.stderr
     );
 }
+
+#[test]
+fn example_dataset_on_the_embedded_simulator_scores_the_stated_fraction() {
+    // No --url: the built-in simulator is given the dataset's answers and states the right one
+    // in 70 % of the requests, by design, and the output says so.
+    let dir = tempfile::tempdir().unwrap();
+    let out = dir.path().join("ds.json");
+    let ds = example_dataset();
+    let o = servebench(&[
+        "task",
+        "--dataset",
+        ds.to_str().unwrap(),
+        "--concurrency",
+        "8",
+        "--runs",
+        "40",
+        "--no-prefill-scout",
+        "-o",
+        out.to_str().unwrap(),
+    ]);
+    assert_eq!(o.code, Some(0), "stderr: {}", o.stderr);
+    assert!(
+        o.stdout
+            .contains("simulator: answers ~70 % of items correctly by design"),
+        "{}",
+        o.stdout
+    );
+    let v = validate(&out);
+    let correct = v["selected_summary"]["accuracy"]["correct"]
+        .as_u64()
+        .unwrap();
+    // 40 consecutive requests hold the fraction to within one request.
+    assert!((27..=29).contains(&correct), "{correct} of 40 correct");
+}

@@ -192,7 +192,7 @@ pub async fn run_burst_cell(
     let interrupted = |mut result: CellResult, scout| {
         result.status = CellStatus::SkippedUser;
         result.status_reason =
-            "interrupted by the user (Ctrl-C or SIGTERM) while the cell was running".into();
+            "interrupted by the user (Ctrl-C, SIGTERM or SIGHUP) while the cell was running".into();
         BurstOutcome {
             result,
             scout,

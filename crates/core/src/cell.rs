@@ -58,6 +58,24 @@ const SAMPLE_EVERY: Duration = Duration::from_millis(500);
 /// Tick lag above which the cell carries a "client may be the bottleneck" warning, ms.
 const TICK_LAG_WARN_MS: f64 = 50.0;
 
+/// The cell warning when the client's monitor tick ran `lag_ms` late, in plain words: what a
+/// descheduled client means for the numbers, with (`kernel_stamps`) or without kernel receive
+/// timestamps on the token reads.
+pub fn tick_lag_warning(lag_ms: f64, kernel_stamps: bool) -> String {
+    let what = if kernel_stamps {
+        "token times are kernel receive timestamps and stay exact (TTFT, ITL, the window's tokens), \
+         but replacement requests and the window-edge /metrics scrapes went out up to that late, so fewer \
+         than C streams may have run for moments and aggregate tok/s can read low"
+    } else {
+        "without kernel receive timestamps (https or not Linux) token times are taken when the client reads, \
+         so TTFT and ITL can be inflated by up to that much, and replacement requests went out late"
+    };
+    format!(
+        "the client was descheduled for up to {lag_ms:.0} ms (its 10 ms monitor tick ran that late: this machine is busy): \
+         {what}; for publishable numbers rerun on an idle machine"
+    )
+}
+
 /// Settings shared by every cell of a run.
 #[derive(Clone, Debug)]
 pub struct CellSettings {
@@ -620,9 +638,9 @@ pub async fn run_sustained_cell(
         }
     }
     if max_lag_ms > TICK_LAG_WARN_MS {
-        result.warnings.push(format!(
-            "the client's monitor tick ran up to {max_lag_ms:.0} ms late: the client may have limited the measurement"
-        ));
+        result
+            .warnings
+            .push(tick_lag_warning(max_lag_ms, delay.reads > 0));
     }
 
     // Plausibility (every request of the cell) and stalls (requests of the window).
@@ -688,7 +706,7 @@ fn interrupted(
 ) -> CellOutcome {
     result.status = CellStatus::SkippedUser;
     result.status_reason =
-        "interrupted by the user (Ctrl-C or SIGTERM) while the cell was running".into();
+        "interrupted by the user (Ctrl-C, SIGTERM or SIGHUP) while the cell was running".into();
     result.wall_time = Some(t_cell.elapsed().as_secs_f64());
     result.request_samples.clear();
     CellOutcome {

@@ -7,7 +7,7 @@
 use std::sync::{Arc, Mutex};
 use std::time::Instant;
 
-use servebench_results::{CellResult, PrefillRow};
+use servebench_results::{CellResult, PrefillRow, Results};
 use tokio::sync::mpsc::UnboundedSender;
 use tokio_util::sync::CancellationToken;
 
@@ -212,6 +212,9 @@ pub enum RunEvent {
         /// The row.
         row: Box<PrefillRow>,
     },
+    /// The results so far (`run_state: running`), sent after every finished cell and prefill
+    /// row so that a consumer can keep them on disk (a killed run keeps what it finished).
+    Checkpoint(Box<Results>),
 }
 
 /// Collects the event log and forwards events to an optional live consumer.

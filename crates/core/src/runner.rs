@@ -16,7 +16,7 @@ use std::time::{Duration, Instant};
 use serde_json::{json, Value};
 use servebench_results::{
     format_context, CellResult, CellStatus, JsonObject, LayerMethod, Metadata, Methodology,
-    PrefillRow, Results, SCHEMA_VERSION, TOOL_NAME,
+    PrefillRow, Results, RunState, SCHEMA_VERSION, TOOL_NAME,
 };
 use tokio_util::sync::CancellationToken;
 
@@ -38,6 +38,7 @@ use crate::prompt::{
     size_exact, streaming_payload, template_id, tokenize_count, warmup_prefix, CalibrationCache,
     CalibrationEntry, PromptInput, RequestOptions, SizedPrompt, Targeting,
 };
+use crate::resume::Resume;
 use crate::stream::{run_probe, run_single};
 use crate::target::{HttpClient, Target};
 use crate::telemetry::Telemetry;
@@ -311,6 +312,9 @@ fn prefill_skip_row(reason: String) -> PrefillRow {
 
 /// Runs the benchmark and returns the results (partial when `cancel` fired), with the default
 /// [`HostOptions`] (diagnostics, P2P check and engine launch; no hardware monitor).
+///
+/// After every finished cell and prefill row it emits [`RunEvent::Checkpoint`] with the results
+/// so far (`run_state: running`), so a consumer can keep them on disk.
 pub async fn run(
     cfg: RunConfig,
     events: Arc<EventSink>,
@@ -323,6 +327,84 @@ pub async fn run(
 pub async fn run_with_host(
     cfg: RunConfig,
     host_opts: HostOptions,
+    events: Arc<EventSink>,
+    cancel: CancellationToken,
+) -> Result<Results, RunError> {
+    run_resuming(cfg, host_opts, None, events, cancel).await
+}
+
+/// What a run has finished so far; checkpointed after every finished cell and prefill row.
+#[derive(Debug, Default)]
+struct Partial {
+    prefill: indexmap::IndexMap<String, PrefillRow>,
+    prefill_warm: indexmap::IndexMap<String, PrefillRow>,
+    results: Vec<CellResult>,
+    burst_results: Vec<CellResult>,
+    warmup_context_done: u64,
+}
+
+impl Partial {
+    /// Records a prefill row (and its warm-prefix row), announcing it on `events`.
+    fn record_prefill(
+        &mut self,
+        events: &EventSink,
+        ctx: u64,
+        cold: PrefillRow,
+        warm: Option<PrefillRow>,
+    ) {
+        events.emit(RunEvent::Prefill {
+            context: ctx,
+            row: Box::new(cold.clone()),
+        });
+        events.log(format!(
+            "prefill ctx={} {} {}",
+            format_context(ctx),
+            cold.tok_per_sec
+                .map(|t| format!("{t:.0} tok/s"))
+                .unwrap_or_else(|| "-".into()),
+            cold.status_reason.clone().unwrap_or_default()
+        ));
+        self.prefill.insert(ctx.to_string(), cold);
+        if let Some(w) = warm {
+            self.prefill_warm.insert(ctx.to_string(), w);
+        }
+    }
+}
+
+/// What the results assembly needs besides [`Partial`] (fixed once the prompts are sized).
+#[derive(Clone, Copy)]
+struct Fixed<'a> {
+    cfg: &'a RunConfig,
+    targeting: &'a Targeting,
+    kv_source: &'static str,
+    started_at: &'a str,
+    events: &'a EventSink,
+    standalone: bool,
+    request_count_mode: bool,
+    primary_mode: &'static str,
+    run_burst: bool,
+    resume: Option<&'a Resume>,
+}
+
+/// Emits the results so far as a [`RunEvent::Checkpoint`] (`run_state: running`; the run's
+/// hardware summary comes only with the final results).
+fn checkpoint(rc: &Ctx<'_>, fx: &Fixed<'_>, st: &Partial, host: &HostRun) {
+    rc.events.emit(RunEvent::Checkpoint(Box::new(assemble(
+        rc,
+        fx,
+        st,
+        RunState::Running,
+        host,
+        JsonObject::new(),
+    ))));
+}
+
+/// [`run`], carrying over the kept cells and prefill rows of `resume` (`--resume`): they are not
+/// run again and appear unchanged in the results.
+pub async fn run_resuming(
+    cfg: RunConfig,
+    host_opts: HostOptions,
+    resume: Option<Resume>,
     events: Arc<EventSink>,
     cancel: CancellationToken,
 ) -> Result<Results, RunError> {
@@ -571,28 +653,48 @@ pub async fn run_with_host(
         kv_budget,
     };
 
-    let mut prefill: indexmap::IndexMap<String, PrefillRow> = indexmap::IndexMap::new();
-    let mut prefill_warm: indexmap::IndexMap<String, PrefillRow> = indexmap::IndexMap::new();
-    let mut record_prefill = |ctx: u64, cold: PrefillRow, warm: Option<PrefillRow>| {
-        events.emit(RunEvent::Prefill {
-            context: ctx,
-            row: Box::new(cold.clone()),
-        });
-        events.log(format!(
-            "prefill ctx={} {} {}",
-            format_context(ctx),
-            cold.tok_per_sec
-                .map(|t| format!("{t:.0} tok/s"))
-                .unwrap_or_else(|| "-".into()),
-            cold.status_reason.clone().unwrap_or_default()
-        ));
-        prefill.insert(ctx.to_string(), cold);
-        if let Some(w) = warm {
-            prefill_warm.insert(ctx.to_string(), w);
-        }
+    let primary_mode = if request_count_mode {
+        "request-count"
+    } else {
+        "duration"
     };
+    let run_burst = cfg.burst.run_burst && !request_count_mode && !cfg.prefill.only;
+    let fx = Fixed {
+        cfg: &cfg,
+        targeting: &targeting,
+        kv_source: kv.source,
+        started_at: &started_at,
+        events: &events,
+        standalone,
+        request_count_mode,
+        primary_mode,
+        run_burst,
+        resume: resume.as_ref(),
+    };
+    let mut st = Partial::default();
+    let kept_prefill = |x: u64| resume.as_ref().is_some_and(|r| r.has_prefill(x));
+    if let Some(r) = &resume {
+        st.prefill = r.prefill.clone();
+        st.prefill_warm = r.prefill_warm.clone();
+        let runnable = cells
+            .iter()
+            .filter(|(c, skip)| skip.is_none() && r.cell(*c, false).is_none())
+            .count();
+        events.log(format!(
+            "resume from {} (run {}): keeping {} cells and {} prefill rows; {} cells to run",
+            r.from.file,
+            r.from.run_id,
+            cells
+                .iter()
+                .filter(|(c, _)| r.cell(*c, false).is_some())
+                .count(),
+            r.prefill.len(),
+            runnable
+        ));
+    }
     for (x, why) in &prefill_skipped {
-        record_prefill(*x, prefill_skip_row(why.clone()), None);
+        st.record_prefill(&events, *x, prefill_skip_row(why.clone()), None);
+        checkpoint(&rc, &fx, &st, &host);
     }
 
     // 1. Prefill before decode.
@@ -630,6 +732,9 @@ pub async fn run_with_host(
             if cancel.is_cancelled() {
                 break;
             }
+            if kept_prefill(x) {
+                continue;
+            }
             let t0 = Instant::now();
             let (mut samples, mut failures) = (Vec::new(), Vec::new());
             let mut r = 0u64;
@@ -662,7 +767,8 @@ pub async fn run_with_host(
                 }
                 None => warm_row(Err(&"every cold sample failed".to_string())),
             };
-            record_prefill(x, cold, Some(warm));
+            st.record_prefill(&events, x, cold, Some(warm));
+            checkpoint(&rc, &fx, &st, &host);
         }
     } else if !cfg.prefill.only && !cancel.is_cancelled() {
         rc.jit_probe(
@@ -692,10 +798,14 @@ pub async fn run_with_host(
             if cancel.is_cancelled() {
                 break;
             }
+            if kept_prefill(x) {
+                continue;
+            }
             let (cold, warm) = rc
                 .scout_rows(x, &decode_prefix(&rc.run_id, x), "scout_only")
                 .await;
-            record_prefill(x, cold, Some(warm));
+            st.record_prefill(&events, x, cold, Some(warm));
+            checkpoint(&rc, &fx, &st, &host);
         }
     }
 
@@ -710,7 +820,14 @@ pub async fn run_with_host(
     let decode_opts = rc.opts(cfg.max_tokens, true);
     let burst_opts = rc.opts(cfg.max_tokens, false);
     let scout_opts = rc.opts(1, false);
-    let mut warmup_context_done = 0;
+    // A resume with nothing left to measure needs no warmup.
+    let nothing_to_run = resume.as_ref().is_some_and(|r| {
+        cells.iter().all(|(c, skip)| {
+            skip.is_some()
+                || (r.cell(*c, false).is_some() && (!run_burst || r.cell(*c, true).is_some()))
+        })
+    });
+    let warmup_ctx = warmup_ctx.filter(|_| !nothing_to_run);
     if let (Some(wctx), false) = (warmup_ctx, cancel.is_cancelled()) {
         if let Some(input) = rc.input_with_prefix(wctx, &warmup_prefix(&rc.run_id, wctx)) {
             events.log("decode warmup start");
@@ -762,7 +879,7 @@ pub async fn run_with_host(
                     }
                 ));
                 if out.result.status == CellStatus::Ok {
-                    warmup_context_done = wctx;
+                    st.warmup_context_done = wctx;
                 }
             }
             pause(cfg.cell_pause, &cancel).await;
@@ -771,13 +888,11 @@ pub async fn run_with_host(
 
     // 3. The matrix (sustained, or request-count cells as the primary layer).
     let total = cells.len();
-    let mut results: Vec<CellResult> = Vec::with_capacity(total);
-    let mut prefill_done: Vec<u64> = Vec::new();
-    let primary_mode = if request_count_mode {
-        "request-count"
-    } else {
-        "duration"
-    };
+    let mut prefill_done: Vec<u64> = integrated
+        .iter()
+        .copied()
+        .filter(|&x| kept_prefill(x))
+        .collect();
     // Set when a health probe after a timed-out cell got no answer: the remaining cells are
     // not run (an unattended run against a dead server ends instead of timing out every cell).
     let mut server_gone: Option<String> = None;
@@ -785,11 +900,38 @@ pub async fn run_with_host(
     let mut cold_prompt: BTreeMap<u64, u64> = BTreeMap::new();
     for (i, (spec, skip)) in cells.iter().enumerate() {
         let index = i + 1;
-        let mut result = if cancel.is_cancelled() {
+        let kept = resume.as_ref().and_then(|r| r.cell(*spec, false));
+        let mut result = if let Some(k) = kept {
+            // A kept cell whose context's prefill row was not kept (it failed): measure it now.
+            if integrated.contains(&spec.context)
+                && !prefill_done.contains(&spec.context)
+                && rc.prompts.contains_key(&spec.context)
+                && !cancel.is_cancelled()
+            {
+                prefill_done.push(spec.context);
+                let (cold, warm) = rc
+                    .scout_rows(
+                        spec.context,
+                        &decode_prefix(&rc.run_id, spec.context),
+                        "integrated_scout",
+                    )
+                    .await;
+                st.record_prefill(&events, spec.context, cold, Some(warm));
+                checkpoint(&rc, &fx, &st, &host);
+            }
+            events.log(format!(
+                "cell kept from {} C={} ctx={}: {}",
+                resume.as_ref().map_or("", |r| r.from.file.as_str()),
+                spec.concurrency,
+                format_context(spec.context),
+                k.status.as_str()
+            ));
+            k.clone()
+        } else if cancel.is_cancelled() {
             skipped(
                 *spec,
                 CellStatus::SkippedUser,
-                "not run: the run was interrupted by the user (Ctrl-C or SIGTERM)".into(),
+                "not run: the run was interrupted by the user (Ctrl-C, SIGTERM or SIGHUP)".into(),
                 None,
                 primary_mode,
             )
@@ -824,7 +966,8 @@ pub async fn run_with_host(
                 if let Some(t) = cold.prompt_tokens {
                     cold_prompt.insert(spec.context, t);
                 }
-                record_prefill(spec.context, cold, Some(warm));
+                st.record_prefill(&events, spec.context, cold, Some(warm));
+                checkpoint(&rc, &fx, &st, &host);
             }
             let cell_cancel = events.skip_control().begin(&cancel);
             let mut r = if request_count_mode {
@@ -916,16 +1059,15 @@ pub async fn run_with_host(
             index,
             result: Box::new(result.clone()),
         });
-        let ran = !result.status.is_skipped();
-        results.push(result);
+        let ran = kept.is_none() && !result.status.is_skipped();
+        st.results.push(result);
+        checkpoint(&rc, &fx, &st, &host);
         if ran && index < total {
             pause(cfg.cell_pause, &cancel).await;
         }
     }
 
     // 4. Burst / E2E layer after the sustained matrix.
-    let mut burst_results: Vec<CellResult> = Vec::new();
-    let run_burst = cfg.burst.run_burst && !request_count_mode && !cfg.prefill.only;
     if run_burst {
         events.log("burst/e2e layer start");
         for (i, (spec, skip)) in cells.iter().enumerate() {
@@ -941,11 +1083,15 @@ pub async fn run_with_host(
             } else {
                 c
             };
-            let result = if cancel.is_cancelled() {
+            let kept = resume.as_ref().and_then(|r| r.cell(*spec, true));
+            let result = if let Some(k) = kept {
+                k.clone()
+            } else if cancel.is_cancelled() {
                 skipped(
                     *spec,
                     CellStatus::SkippedUser,
-                    "not run: the run was interrupted by the user (Ctrl-C or SIGTERM)".into(),
+                    "not run: the run was interrupted by the user (Ctrl-C, SIGTERM or SIGHUP)"
+                        .into(),
                     None,
                     "burst-e2e",
                 )
@@ -993,12 +1139,13 @@ pub async fn run_with_host(
                     "burst-e2e",
                 )
             };
-            let ran = !result.status.is_skipped();
+            let ran = kept.is_none() && !result.status.is_skipped();
             events.emit(RunEvent::CellFinished {
                 index,
                 result: Box::new(result.clone()),
             });
-            burst_results.push(result);
+            st.burst_results.push(result);
+            checkpoint(&rc, &fx, &st, &host);
             if ran && index < total {
                 pause(
                     Duration::from_secs(1).min(cfg.cell_pause.max(Duration::from_millis(0))),
@@ -1016,6 +1163,44 @@ pub async fn run_with_host(
         "benchmark done in {:.1}s",
         t_run.elapsed().as_secs_f64()
     ));
+    let state = if interrupted {
+        RunState::Interrupted
+    } else {
+        RunState::Complete
+    };
+    let hardware = host.finish();
+    Ok(assemble(&rc, &fx, &st, state, &host, hardware))
+}
+
+/// The results of a run from what it finished so far (`st`), in state `state`.
+fn assemble(
+    rc: &Ctx<'_>,
+    fx: &Fixed<'_>,
+    st: &Partial,
+    state: RunState,
+    host: &HostRun,
+    hardware_run_summary: JsonObject,
+) -> Results {
+    let Fixed {
+        cfg,
+        targeting,
+        kv_source,
+        started_at,
+        events,
+        standalone,
+        request_count_mode,
+        primary_mode,
+        run_burst,
+        resume,
+    } = *fx;
+    let Partial {
+        prefill,
+        prefill_warm,
+        results,
+        burst_results,
+        warmup_context_done,
+    } = st;
+    let interrupted = state == RunState::Interrupted;
 
     // Results.
     let table = |rs: &[CellResult]| {
@@ -1030,9 +1215,9 @@ pub async fn run_with_host(
         }
         t
     };
-    let summary_table = table(&results);
-    let burst_summary_table = table(&burst_results);
-    let cpt = match &targeting {
+    let summary_table = table(results);
+    let burst_summary_table = table(burst_results);
+    let cpt = match targeting {
         Targeting::Estimate {
             chars_per_token, ..
         } if *chars_per_token > 0.0 => Some(*chars_per_token),
@@ -1058,7 +1243,7 @@ pub async fn run_with_host(
         timestamp: chrono::Local::now()
             .format("%Y-%m-%dT%H:%M:%S%.6f")
             .to_string(),
-        started_at: Some(started_at),
+        started_at: Some(started_at.to_string()),
         decode_mode: primary_mode.into(),
         primary_decode_layer: if request_count_mode {
             "burst_e2e_decode"
@@ -1093,7 +1278,7 @@ pub async fn run_with_host(
         burst_warmup_request_count: cfg.burst.burst_warmup_request_count,
         burst_requests_per_concurrency: cfg.burst.burst_requests_per_concurrency,
         decode_warmup_seconds: cfg.decode_warmup.as_secs_f64(),
-        decode_warmup_context: warmup_context_done,
+        decode_warmup_context: *warmup_context_done,
         decode_warmup_concurrency: u64::from(!cfg.decode_warmup.is_zero()),
         cell_warmup_timeout_seconds: cfg.cell_timeout.map(|d| d.as_secs_f64()).unwrap_or(0.0),
         cell_warmup_timeout_policy: TIMEOUT_POLICY.into(),
@@ -1103,7 +1288,7 @@ pub async fn run_with_host(
         temperature: cfg.temperature,
         ignore_eos: cfg.ignore_eos,
         max_total_tokens: rc.kv_budget,
-        kv_budget_source: Some(kv.source.into()),
+        kv_budget_source: Some(kv_source.into()),
         max_running_requests: info.max_running_requests,
         dcp_size: cfg.dcp_size,
         metrics_available: info.metrics_available,
@@ -1133,34 +1318,59 @@ pub async fn run_with_host(
         m
     };
     let has_ok = |rs: &[CellResult]| rs.iter().any(|r| r.status == CellStatus::Ok);
-    Ok(Results {
+    let resumed_from = resume.map(|r| {
+        let mut from = r.from.clone();
+        let kept = |list: &[CellResult], burst: bool| {
+            list.iter()
+                .filter(|c| {
+                    r.cell(
+                        CellSpec {
+                            concurrency: c.concurrency,
+                            context: c.context_tokens,
+                        },
+                        burst,
+                    )
+                    .is_some_and(|k| k == *c)
+                })
+                .map(|c| crate::resume::cell_label(c, burst))
+                .collect::<Vec<_>>()
+        };
+        from.kept_cells = kept(results, false);
+        from.kept_cells.extend(kept(burst_results, true));
+        from.kept_prefill = r.prefill.keys().filter_map(|k| k.parse().ok()).collect();
+        from
+    });
+    Results {
         schema_version: SCHEMA_VERSION.into(),
         metadata,
-        startup_diagnostics: std::mem::take(&mut host.startup),
-        nvidia_p2p_override: std::mem::take(&mut host.p2p),
+        startup_diagnostics: host.startup.clone(),
+        nvidia_p2p_override: host.p2p.clone(),
         p2pmark: not_run(),
         amd_fabric: not_run(),
-        hardware_run_summary: host.finish(),
-        engine_launch: std::mem::take(&mut host.launch),
+        hardware_run_summary,
+        engine_launch: host.launch.clone(),
         event_log: host.scrub_lines(events.lines()),
         methodology: methodology(
             prefill.values().any(|r| r.status == Some(CellStatus::Ok)),
             prefill_mode,
-            !request_count_mode && has_ok(&results),
+            !request_count_mode && has_ok(results),
             if request_count_mode {
-                has_ok(&results)
+                has_ok(results)
             } else {
-                has_ok(&burst_results)
+                has_ok(burst_results)
             },
             run_burst || request_count_mode,
         ),
-        prefill,
-        prefill_warm,
-        results,
+        prefill: prefill.clone(),
+        prefill_warm: prefill_warm.clone(),
+        results: results.clone(),
         summary_table,
-        burst_results,
+        burst_results: burst_results.clone(),
         burst_summary_table,
-    })
+        run_complete: Some(state == RunState::Complete),
+        run_state: Some(state),
+        resumed_from,
+    }
 }
 
 /// A cell ended by the live view's skip key: `skipped_user` with [`USER_SKIP_REASON`] (the cell

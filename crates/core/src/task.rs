@@ -1263,7 +1263,7 @@ pub async fn run_task(
 
     let interrupted = cancel.is_cancelled();
     if interrupted {
-        events.log("interrupted by the user (Ctrl-C or SIGTERM): results are partial");
+        events.log("interrupted by the user (Ctrl-C, SIGTERM or SIGHUP): results are partial");
     }
     let all_runs: Vec<&TaskRun> = batches.iter().flat_map(|(_, _, b)| b.runs.iter()).collect();
     let all_walls: Vec<f64> = batches.iter().filter_map(|(_, _, b)| b.wall_s()).collect();

@@ -261,6 +261,21 @@ fn header(out: &mut String, r: &Results) {
     if m.interrupted {
         facts.push("INTERRUPTED (partial results)".into());
     }
+    if r.run_state == Some(servebench_results::RunState::Running) {
+        facts.push(
+            "RUN NOT COMPLETE (a checkpoint written while the run was going: if it is not still running, it was killed; `servebench run --resume` finishes it)"
+                .into(),
+        );
+    }
+    if let Some(f) = &r.resumed_from {
+        facts.push(format!(
+            "resumed from {} ({} cells, {} prefill rows kept from run {})",
+            f.file,
+            f.kept_cells.len(),
+            f.kept_prefill.len(),
+            f.run_id
+        ));
+    }
     let _ = writeln!(out, "{}", facts.join(" · "));
 }
 
@@ -342,6 +357,38 @@ pub fn render_text(r: &Results, opts: &ReportOptions) -> String {
             &[],
         );
         out.push('\n');
+        // Server-side validation from the engine's own /metrics over the same windows.
+        if r.results
+            .iter()
+            .any(|c| c.status == CellStatus::Ok && c.server_gen_throughput.is_some())
+        {
+            let engine = if m.engine.is_empty() {
+                "server"
+            } else {
+                m.engine.as_str()
+            };
+            let _ = writeln!(
+                out,
+                "Server check ({engine} /metrics over each window: server generation tok/s; second line: avg running requests / C)"
+            );
+            let running = |c: &CellResult| match (c.status, c.avg_running_reqs) {
+                (CellStatus::Ok, Some(a)) => format!("{a:.1}/{}", c.concurrency),
+                _ => String::new(),
+            };
+            matrix(
+                &mut out,
+                &r.results,
+                &|c| {
+                    if c.status == CellStatus::Ok {
+                        fmt_tps(c.server_gen_throughput)
+                    } else {
+                        cell_text(c, show)
+                    }
+                },
+                &[("running".to_string(), &running)],
+            );
+            out.push('\n');
+        }
         let sources: Vec<&str> = {
             let mut v: Vec<&str> = r
                 .results
@@ -560,18 +607,22 @@ pub fn to_json(r: &Results) -> Result<Vec<u8>, serde_json::Error> {
     Ok(v)
 }
 
-/// Writes `r` to `path` atomically (temporary file in the same directory, then rename), so an
-/// interrupted write never leaves a truncated results file.
+/// Writes `r` to `path` atomically ([`write_atomic`]), so an interrupted or killed write never
+/// leaves a truncated results file.
 pub fn write_json(r: &Results, path: &Path) -> anyhow::Result<()> {
-    write_atomic(path, &to_json(r)?)
+    let bytes = to_json(r)?;
+    write_atomic(path, &bytes)?;
+    Ok(())
 }
 
-/// Writes `bytes` to `path` atomically (temporary file in the same directory, then rename);
-/// creates the folder when needed.
+/// Replaces `path` with `bytes` atomically: a temporary file in the same directory is written,
+/// flushed to disk (`fsync`), then renamed over `path`, and the directory is synced, so a reader
+/// (or the disk after a crash or SIGKILL) sees either the old file or the new one, never a
+/// partial one. The folder is created when missing.
 ///
-/// # Errors
-/// The folder cannot be created, or the file cannot be written or renamed.
+/// Errors: the folder cannot be created or written, or the disk is full.
 pub fn write_atomic(path: &Path, bytes: &[u8]) -> anyhow::Result<()> {
+    use std::io::Write as _;
     let dir = path
         .parent()
         .filter(|p| !p.as_os_str().is_empty())
@@ -584,12 +635,22 @@ pub fn write_atomic(path: &Path, bytes: &[u8]) -> anyhow::Result<()> {
             .unwrap_or("results"),
         std::process::id()
     ));
-    std::fs::write(&tmp, bytes)?;
-    if let Err(e) = std::fs::rename(&tmp, path) {
+    let res = (|| -> std::io::Result<()> {
+        let mut f = std::fs::File::create(&tmp)?;
+        f.write_all(bytes)?;
+        f.sync_all()?;
+        drop(f);
+        std::fs::rename(&tmp, path)?;
+        // The rename itself is durable only once the directory entry is on disk.
+        if let Ok(d) = std::fs::File::open(dir) {
+            let _ = d.sync_all();
+        }
+        Ok(())
+    })();
+    if res.is_err() {
         let _ = std::fs::remove_file(&tmp);
-        return Err(e.into());
     }
-    Ok(())
+    Ok(res?)
 }
 
 /// Keeps a previous file at `path` instead of overwriting it: renames it to the first free

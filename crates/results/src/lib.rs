@@ -70,6 +70,59 @@ pub struct Results {
     pub burst_summary_table: IndexMap<String, IndexMap<String, f64>>,
     /// How each layer's headline number is computed.
     pub methodology: Methodology,
+    /// True only in the file written after the whole plan ran; false in every checkpoint and
+    /// after an interruption. `None` in files written before checkpoints existed (and the old
+    /// tool's), which were only ever written at the end.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub run_complete: Option<bool>,
+    /// `running` (a checkpoint: the run was still going when this was written — if no process is
+    /// running, it was killed), `complete`, or `interrupted` (Ctrl-C, SIGTERM or SIGHUP: partial
+    /// results, the remaining cells are `skipped_user`). `None` in older files.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub run_state: Option<RunState>,
+    /// Set when this run resumed an earlier results file (`servebench run --resume`): which file
+    /// and which cells were carried over unchanged. `None` otherwise.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub resumed_from: Option<ResumedFrom>,
+}
+
+/// How far a run got when its results file was written ([`Results::run_state`]).
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum RunState {
+    /// A checkpoint written while the run was going (after each finished cell or prefill row).
+    Running,
+    /// The whole plan ran.
+    Complete,
+    /// The user (Ctrl-C, SIGTERM, SIGHUP) interrupted the run; the file holds partial results.
+    Interrupted,
+}
+
+impl RunState {
+    /// The snake_case name used in the JSON.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            RunState::Running => "running",
+            RunState::Complete => "complete",
+            RunState::Interrupted => "interrupted",
+        }
+    }
+}
+
+/// Where the cells of a resumed run came from ([`Results::resumed_from`]).
+#[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
+#[serde(default)]
+pub struct ResumedFrom {
+    /// Path of the results file given to `--resume`, as given.
+    pub file: String,
+    /// `metadata.run_id` of that file (the run that measured the kept cells).
+    pub run_id: String,
+    /// `metadata.timestamp` of that file.
+    pub timestamp: String,
+    /// Cells carried over unchanged, as `"C=<C> ctx=<tokens>"` (burst cells prefixed `burst `).
+    pub kept_cells: Vec<String>,
+    /// Prefill contexts (tokens) whose cold and warm rows were carried over unchanged.
+    pub kept_prefill: Vec<u64>,
 }
 
 /// Run configuration and server identity (`metadata`, seed spec §6.1, plus servebench fields).

@@ -168,6 +168,16 @@ pub struct SimConfig {
     #[arg(long, default_value_t = 1.0)]
     pub answer_accuracy: f64,
 
+    /// Answer the prompts of a task dataset: FILE is JSONL (the `servebench task --dataset`
+    /// format, one `{"prompt", "answer"}` object per line). A request whose prompt (the last user
+    /// message, or the completion prompt), trimmed, equals an item's prompt ends with that item's
+    /// `Final answer: <answer>` line exactly as with `--answer` — correct in a fraction
+    /// `--answer-accuracy` of the requests, otherwise a wrong value. The simulator solves
+    /// nothing: it looks the prompt up, so the scoring path can be tried without a model. Not
+    /// combinable with `--answer`. Default: unset.
+    #[arg(long, value_name = "FILE", conflicts_with = "answer")]
+    pub answer_key: Option<std::path::PathBuf>,
+
     /// Stream the reasoning phase (`--reasoning-tokens`) inline in `delta.content`, wrapped in
     /// `<think>` … `</think>` (its first and last reasoning tokens), as servers without a
     /// reasoning parser do, instead of `delta.reasoning_content`. Needs `--reasoning-tokens` 0
@@ -298,6 +308,7 @@ impl Default for SimConfig {
             eos_after_max: None,
             answer: None,
             answer_accuracy: 1.0,
+            answer_key: None,
             reasoning_inline: false,
             api_key: None,
             fault_http_status: None,
@@ -346,6 +357,13 @@ impl SimConfig {
         anyhow::ensure!(self.max_model_len >= 2, "--max-model-len must be >= 2");
         anyhow::ensure!(!self.model.is_empty(), "--model must not be empty");
         anyhow::ensure!(self.block_size >= 1, "--block-size must be >= 1 token");
+        if let Some(p) = &self.answer_key {
+            anyhow::ensure!(
+                self.answer.is_none(),
+                "--answer-key and --answer cannot be combined"
+            );
+            crate::answer_key::load(p)?;
+        }
         if let Some(blocks) = self.kv_blocks {
             anyhow::ensure!(
                 self.personality != Personality::Llamacpp,
@@ -473,7 +491,12 @@ impl SimConfig {
     /// The value wrong requests state instead of `answer`: the integer plus one when `answer` is
     /// an integer, else `unknown` (or `none` when `answer` contains "unknown").
     pub fn wrong_answer(&self) -> String {
-        let a = self.answer.as_deref().unwrap_or_default().trim();
+        Self::wrong_answer_for(self.answer.as_deref().unwrap_or_default())
+    }
+
+    /// The wrong value stated instead of `correct` (see [`SimConfig::wrong_answer`]).
+    pub fn wrong_answer_for(correct: &str) -> String {
+        let a = correct.trim();
         if let Ok(n) = a.parse::<i64>() {
             return n.wrapping_add(1).to_string();
         }

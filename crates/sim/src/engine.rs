@@ -8,7 +8,7 @@ use std::time::{Duration, Instant};
 use bytes::Bytes;
 use tokio::sync::{mpsc, oneshot};
 
-use crate::config::Personality;
+use crate::config::{Personality, SimConfig};
 use crate::format::{self, Dialect, Endpoint, Frame, Script, Timings, TokenEvent, UnaryResponse};
 use crate::metrics::SlotView;
 use crate::prefix_cache::{PrefixCache, PREFIX_CACHE_BLOCKS};
@@ -48,6 +48,8 @@ impl Sink {
 
 /// A validated, tokenized request handed from the HTTP layer to the scheduler.
 pub(crate) struct NewRequest {
+    /// `--answer-key`: the expected answer of this request's prompt (it overrides `--answer`).
+    pub answer: Option<String>,
     pub seq: u64,
     pub endpoint: Endpoint,
     pub created: u64,
@@ -288,18 +290,22 @@ impl Engine {
             Endpoint::Completion => 0,
         };
         let mut script = Script::new(reasoning_tokens, cfg.reasoning_inline);
-        let answer = cfg.answer.as_deref().and_then(|correct| {
-            script.mention_in_reasoning(correct);
-            let ok = cfg.answer_correct_for(r.seq);
-            let value = if ok {
-                correct.to_string()
-            } else {
-                cfg.wrong_answer()
-            };
-            script
-                .final_answer_at(natural_end, &value)
-                .then_some((natural_end, value, ok))
-        });
+        let answer = r
+            .answer
+            .as_deref()
+            .or(cfg.answer.as_deref())
+            .and_then(|correct| {
+                script.mention_in_reasoning(correct);
+                let ok = cfg.answer_correct_for(r.seq);
+                let value = if ok {
+                    correct.to_string()
+                } else {
+                    SimConfig::wrong_answer_for(correct)
+                };
+                script
+                    .final_answer_at(natural_end, &value)
+                    .then_some((natural_end, value, ok))
+            });
         self.waiting.push_back(Active {
             req: r,
             frame,
@@ -770,7 +776,7 @@ impl Engine {
             if let Some(t) = log.as_mut().and_then(|l| l.get_mut(a.req.seq)) {
                 t.finished_at = Some(t.finished_at.map_or(now, |f| f.max(now)));
                 t.finish_reason = a.finish.map(str::to_string);
-                if cfg.answer.is_some() {
+                if cfg.answer.is_some() || a.req.answer.is_some() {
                     // The line is stated only when the request generated its last token (a
                     // max_tokens cut or a mid-stream fault before it leaves no answer).
                     let stated = a

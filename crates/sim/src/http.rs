@@ -258,6 +258,23 @@ fn template_messages(messages: &[Message]) -> Vec<TemplateMessage<'_>> {
         .collect()
 }
 
+/// The text `--answer-key` looks up: the last user message (its text parts joined) of a chat
+/// request, or the single prompt string of a completion request.
+fn prompt_text(messages: Option<&[Message]>, prompt: Option<&PromptInput>) -> Option<String> {
+    if let Some(m) = messages {
+        let last = m.iter().rev().find(|m| m.role == "user")?;
+        return match last.content.as_ref()? {
+            Content::Text(t) => Some(t.clone()),
+            Content::Parts(p) => Some(p.iter().filter_map(|p| p.text.as_deref()).collect()),
+        };
+    }
+    match prompt? {
+        PromptInput::Text(t) => Some(t.clone()),
+        PromptInput::Texts(t) if t.len() == 1 => Some(t[0].clone()),
+        _ => None,
+    }
+}
+
 /// Tokenize the prompt of a chat (`messages`) or completion (`prompt`) request into `sink`.
 fn tokenize_prompt(
     endpoint: Endpoint,
@@ -417,7 +434,14 @@ async fn completion_common(
         every > 0 && (s.stream_counter.fetch_add(1, Relaxed) + 1) % every == 0
     };
     let seq = s.next_seq.fetch_add(1, Relaxed) + 1;
+    let answer = if s.answer_key.is_empty() {
+        None
+    } else {
+        prompt_text(req.messages.as_deref(), req.prompt.as_ref())
+            .and_then(|p| s.answer_key.get(p.trim()).cloned())
+    };
     let mut new = NewRequest {
+        answer,
         seq,
         endpoint,
         created: unix_now(),

@@ -114,6 +114,7 @@
 
 #![warn(missing_docs)]
 
+mod answer_key;
 mod config;
 mod engine;
 mod format;
@@ -167,6 +168,8 @@ pub(crate) struct Shared {
     /// JSON-encoded model name, quotes included.
     pub(crate) model_json: String,
     pub(crate) engine: mpsc::UnboundedSender<engine::NewRequest>,
+    /// `--answer-key`: prompt (trimmed) → expected answer; empty without it.
+    pub(crate) answer_key: std::collections::HashMap<String, String>,
 }
 
 impl Shared {
@@ -252,7 +255,12 @@ impl Sim {
         let started = std::time::SystemTime::now()
             .duration_since(std::time::UNIX_EPOCH)
             .unwrap_or_default();
+        let answer_key = match &cfg.answer_key {
+            Some(p) => answer_key::load(p)?,
+            None => Default::default(),
+        };
         let shared = Arc::new(Shared {
+            answer_key,
             metrics: Mutex::new(metrics::MetricsState::new(&cfg, started.as_secs_f64())),
             cfg,
             stats: Default::default(),

@@ -242,6 +242,8 @@ impl Dashboard {
                 }
             }
             RunEvent::Prefill { context, row } => self.prefill.push((*context, row.tok_per_sec)),
+            // Results snapshots for the checkpoint writer; nothing to show.
+            RunEvent::Checkpoint(_) => {}
         }
     }
 

@@ -1,0 +1,47 @@
+//! Checkpointed results: every [`RunEvent::Checkpoint`] the runner sends (after each finished
+//! cell and prefill row) replaces the results file atomically, so a run killed by SIGKILL, an
+//! OOM kill or a power cut keeps every cell it finished. The other events go on to the live view.
+
+use std::io::Write as _;
+use std::path::PathBuf;
+
+use servebench_core::RunEvent;
+use tokio::sync::mpsc::{UnboundedReceiver, UnboundedSender};
+
+/// Consumes `rx` until it closes: writes each checkpoint to `path` (in order, off the async
+/// threads) and forwards every other event to `live`. A failed write is reported once on stderr
+/// and the run goes on (the final write reports the error again).
+pub async fn pump(
+    mut rx: UnboundedReceiver<RunEvent>,
+    live: UnboundedSender<RunEvent>,
+    path: PathBuf,
+) {
+    let mut warned = false;
+    while let Some(ev) = rx.recv().await {
+        match ev {
+            RunEvent::Checkpoint(results) => {
+                let p = path.clone();
+                let written = tokio::task::spawn_blocking(move || {
+                    servebench_report::write_json(&results, &p)
+                })
+                .await;
+                let err = match written {
+                    Ok(Ok(())) => None,
+                    Ok(Err(e)) => Some(e.to_string()),
+                    Err(e) => Some(e.to_string()),
+                };
+                if let (Some(e), false) = (err, warned) {
+                    warned = true;
+                    let _ = writeln!(
+                        std::io::stderr(),
+                        "servebench: warning: cannot write the checkpoint {}: {e}",
+                        path.display()
+                    );
+                }
+            }
+            other => {
+                let _ = live.send(other);
+            }
+        }
+    }
+}

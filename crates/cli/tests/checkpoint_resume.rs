@@ -1,0 +1,353 @@
+//! Finished cells survive the end of the process: `servebench run` rewrites its results file
+//! atomically after every finished cell, so SIGHUP (an SSH drop) and SIGKILL (an OOM kill) keep
+//! them, and `servebench run --resume FILE` completes the matrix, keeping those cells unchanged.
+//!
+//! The server is the built-in simulator hosted in this test process (port 0). Runs are short:
+//! 1 s windows, 0.5 s readiness, no warmup, no pauses, 64-token requests.
+
+#![cfg(unix)]
+
+use std::io::Read;
+use std::path::{Path, PathBuf};
+use std::process::{Child, Command, Output, Stdio};
+use std::time::{Duration, Instant};
+
+use serde_json::Value;
+use servebench_sim::{Sim, SimConfig};
+
+const BIN: &str = env!("CARGO_BIN_EXE_servebench");
+
+/// The matrix of every run here: 2 × 2 cells of about 1.5 s each.
+const MATRIX: &[&str] = &[
+    "--concurrency",
+    "1,2",
+    "--contexts",
+    "0,1k",
+    "--duration",
+    "1",
+    "--stable-seconds",
+    "0.5",
+    "--decode-warmup-seconds",
+    "0",
+    "--cell-pause-seconds",
+    "0",
+    "--max-tokens",
+    "64",
+    "--prefill-contexts",
+    "1k",
+    "--no-calibration-cache",
+];
+
+fn sim() -> Sim {
+    Sim::spawn_thread(SimConfig {
+        port: 0,
+        record_truth: false,
+        ..SimConfig::default()
+    })
+    .expect("start the simulator")
+}
+
+struct Bench {
+    dir: tempfile::TempDir,
+    url: String,
+    _sim: Sim,
+}
+
+impl Bench {
+    fn new() -> Self {
+        let sim = sim();
+        Bench {
+            dir: tempfile::tempdir().expect("tempdir"),
+            url: sim.base_url(),
+            _sim: sim,
+        }
+    }
+
+    fn output(&self) -> PathBuf {
+        self.dir.path().join("results.json")
+    }
+
+    fn command(&self, extra: &[&str]) -> Command {
+        let mut c = Command::new(BIN);
+        c.arg("run")
+            .args(["--url", &self.url])
+            .args(MATRIX)
+            .args(extra)
+            .current_dir(self.dir.path())
+            .env_remove("SERVEBENCH_API_KEY")
+            .env("XDG_CACHE_HOME", self.dir.path().join("cache"))
+            .env("HOME", self.dir.path())
+            .env("RUST_BACKTRACE", "1")
+            .stdin(Stdio::null())
+            .stdout(Stdio::piped())
+            .stderr(Stdio::piped());
+        c
+    }
+
+    /// Runs to the end (at most 60 s).
+    fn run(&self, extra: &[&str]) -> Output {
+        let child = self.command(extra).spawn().expect("spawn servebench");
+        wait(child, Duration::from_secs(60))
+    }
+
+    /// Starts a run writing to [`Bench::output`], waits until its results file holds one
+    /// finished cell, sends `signal`, and returns how the process ended.
+    fn kill_after_first_cell(&self, signal: libc::c_int) -> Output {
+        let out = self.output();
+        let child = self
+            .command(&["-o", out.to_str().unwrap()])
+            .spawn()
+            .expect("spawn servebench");
+        wait_for_first_cell(&out);
+        // SAFETY: plain kill(2) on our own child's pid.
+        assert_eq!(unsafe { libc::kill(child.id() as libc::pid_t, signal) }, 0);
+        wait(child, Duration::from_secs(30))
+    }
+}
+
+/// Polls the results file at `out` until it holds one finished cell (at most 40 s).
+fn wait_for_first_cell(out: &Path) {
+    let deadline = Instant::now() + Duration::from_secs(40);
+    loop {
+        if let Some(v) = read_json(out) {
+            if v["results"].as_array().is_some_and(|r| !r.is_empty()) {
+                return;
+            }
+        }
+        assert!(
+            Instant::now() < deadline,
+            "no finished cell on disk after 40 s"
+        );
+        std::thread::sleep(Duration::from_millis(25));
+    }
+}
+
+/// Waits for `child` at most `timeout` (killing it and panicking when it overruns).
+fn wait(mut child: Child, timeout: Duration) -> Output {
+    let mut stdout = child.stdout.take().unwrap();
+    let mut stderr = child.stderr.take().unwrap();
+    let t_out = std::thread::spawn(move || {
+        let mut v = Vec::new();
+        let _ = stdout.read_to_end(&mut v);
+        v
+    });
+    let t_err = std::thread::spawn(move || {
+        let mut v = Vec::new();
+        let _ = stderr.read_to_end(&mut v);
+        v
+    });
+    let deadline = Instant::now() + timeout;
+    let status = loop {
+        if let Some(s) = child.try_wait().unwrap() {
+            break s;
+        }
+        if Instant::now() > deadline {
+            let _ = child.kill();
+            let _ = child.wait();
+            panic!("servebench did not finish within {timeout:?}");
+        }
+        std::thread::sleep(Duration::from_millis(20));
+    };
+    Output {
+        status,
+        stdout: t_out.join().unwrap(),
+        stderr: t_err.join().unwrap(),
+    }
+}
+
+fn text(b: &[u8]) -> String {
+    String::from_utf8_lossy(b).into_owned()
+}
+
+/// The file as JSON, or None while it does not exist (never a partial file: see the test).
+fn read_json(p: &Path) -> Option<Value> {
+    let t = std::fs::read_to_string(p).ok()?;
+    Some(
+        serde_json::from_str(&t)
+            .unwrap_or_else(|e| panic!("{} is not complete JSON ({e}): a torn write", p.display())),
+    )
+}
+
+#[track_caller]
+fn assert_schema_valid(v: &Value) {
+    let schema: Value = serde_json::from_str(servebench_results::SCHEMA_JSON).unwrap();
+    let validator = jsonschema::validator_for(&schema).unwrap();
+    let errors: Vec<String> = validator
+        .iter_errors(v)
+        .map(|e| format!("{e} at {}", e.instance_path()))
+        .collect();
+    assert!(
+        errors.is_empty(),
+        "schema violations:\n{}",
+        errors.join("\n")
+    );
+}
+
+fn cells(v: &Value) -> &Vec<Value> {
+    v["results"].as_array().expect("results[]")
+}
+
+fn cell(v: &Value, c: u64, ctx: u64) -> &Value {
+    cells(v)
+        .iter()
+        .find(|r| r["concurrency"] == c && r["context_tokens"] == ctx)
+        .unwrap_or_else(|| panic!("no cell C={c} ctx={ctx}"))
+}
+
+/// The first cell of the plan (C=1, context 0) is on disk, ok, with its numbers.
+#[track_caller]
+fn assert_first_cell_kept(v: &Value) {
+    let first = cell(v, 1, 0);
+    assert_eq!(first["status"], "ok", "{first:#}");
+    assert!(first["aggregate_tps"].as_f64().unwrap() > 0.0, "{first:#}");
+    assert_eq!(v["summary_table"]["0"]["1"], first["aggregate_tps"]);
+}
+
+#[test]
+fn sighup_keeps_the_finished_cells() {
+    let b = Bench::new();
+    let out = b.kill_after_first_cell(libc::SIGHUP);
+    let stderr = text(&out.stderr);
+    assert_eq!(out.status.code(), Some(130), "{stderr}");
+    assert!(!stderr.contains("panicked"), "{stderr}");
+    let v = read_json(&b.output()).expect("results file");
+    assert_schema_valid(&v);
+    assert_eq!(v["run_complete"], false);
+    assert_eq!(v["run_state"], "interrupted");
+    assert_eq!(v["metadata"]["interrupted"], true);
+    assert_first_cell_kept(&v);
+    // Every planned cell is listed; those not finished say why.
+    assert_eq!(cells(&v).len(), 4, "{:#}", v["results"]);
+    for (c, ctx) in [(2, 0), (2, 1024)] {
+        assert_eq!(cell(&v, c, ctx)["status"], "skipped_user");
+    }
+    // The report of the file says the run did not complete.
+    let report = Command::new(BIN)
+        .args(["report", b.output().to_str().unwrap()])
+        .output()
+        .unwrap();
+    assert!(text(&report.stdout).contains("INTERRUPTED"));
+}
+
+#[test]
+fn sighup_under_nohup_does_not_stop_the_run() {
+    // `nohup` starts the process with SIGHUP ignored: a hang-up must then not interrupt it.
+    use std::os::unix::process::CommandExt as _;
+    let b = Bench::new();
+    let out = b.output();
+    let mut cmd = b.command(&["-o", out.to_str().unwrap()]);
+    // SAFETY: only async-signal-safe signal(2) between fork and exec.
+    unsafe {
+        cmd.pre_exec(|| {
+            libc::signal(libc::SIGHUP, libc::SIG_IGN);
+            Ok(())
+        });
+    }
+    let child = cmd.spawn().expect("spawn servebench");
+    wait_for_first_cell(&out);
+    // SAFETY: plain kill(2) on our own child's pid.
+    assert_eq!(
+        unsafe { libc::kill(child.id() as libc::pid_t, libc::SIGHUP) },
+        0
+    );
+    let done = wait(child, Duration::from_secs(60));
+    assert_eq!(done.status.code(), Some(0), "{}", text(&done.stderr));
+    let v = read_json(&out).unwrap();
+    assert_eq!(v["run_state"], "complete");
+    assert_eq!(cells(&v).len(), 4);
+}
+
+#[test]
+fn sigkill_keeps_the_finished_cells_and_resume_completes_the_matrix() {
+    let b = Bench::new();
+    let out = b.kill_after_first_cell(libc::SIGKILL);
+    assert_eq!(
+        out.status.code(),
+        None,
+        "killed by a signal: {}",
+        text(&out.stderr)
+    );
+    let killed = read_json(&b.output()).expect("results file");
+    assert_schema_valid(&killed);
+    assert_eq!(killed["run_complete"], false);
+    assert_eq!(killed["run_state"], "running");
+    assert_first_cell_kept(&killed);
+    let kept = cell(&killed, 1, 0).clone();
+    assert!(
+        cells(&killed).len() < 4,
+        "only finished cells are in a checkpoint"
+    );
+    let report = Command::new(BIN)
+        .args(["report", b.output().to_str().unwrap()])
+        .output()
+        .unwrap();
+    assert!(
+        text(&report.stdout).contains("RUN NOT COMPLETE"),
+        "{}",
+        text(&report.stdout)
+    );
+
+    // A resume with a setting that changes the numbers is refused, naming the setting.
+    let path = b.output();
+    let file = path.to_str().unwrap();
+    let bad = b.run(&["--resume", file, "--max-tokens", "32"]);
+    let stderr = text(&bad.stderr);
+    assert_eq!(bad.status.code(), Some(2), "{stderr}");
+    let errors: Vec<&str> = stderr.lines().filter(|l| l.starts_with("error:")).collect();
+    assert_eq!(errors.len(), 1, "{stderr}");
+    assert!(errors[0].contains("--max-tokens"), "{}", errors[0]);
+    assert_eq!(
+        read_json(&path).unwrap(),
+        killed,
+        "a refused resume writes nothing"
+    );
+
+    // ... and so is one against another server.
+    let other = sim();
+    let mut c = Command::new(BIN);
+    c.arg("run")
+        .args(["--url", &other.base_url()])
+        .args(MATRIX)
+        .args(["--resume", file])
+        .current_dir(b.dir.path())
+        .stdin(Stdio::null())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped());
+    let bad = wait(c.spawn().unwrap(), Duration::from_secs(60));
+    let stderr = text(&bad.stderr);
+    assert_eq!(bad.status.code(), Some(2), "{stderr}");
+    assert!(stderr.contains("the target differs"), "{stderr}");
+
+    // The resume runs only the missing cells, into the same file.
+    let done = b.run(&["--resume", file]);
+    let stderr = text(&done.stderr);
+    assert_eq!(done.status.code(), Some(0), "{stderr}");
+    let v = read_json(&path).expect("results file");
+    assert_schema_valid(&v);
+    assert_eq!(v["run_complete"], true);
+    assert_eq!(v["run_state"], "complete");
+    assert_eq!(cells(&v).len(), 4);
+    for (c, ctx) in [(1, 0), (1, 1024), (2, 0), (2, 1024)] {
+        assert_eq!(cell(&v, c, ctx)["status"], "ok", "C={c} ctx={ctx}");
+    }
+    assert_eq!(
+        cell(&v, 1, 0),
+        &kept,
+        "the kept cell is carried over unchanged"
+    );
+    let from = &v["resumed_from"];
+    assert_eq!(from["run_id"], killed["metadata"]["run_id"]);
+    assert!(from["kept_cells"]
+        .as_array()
+        .unwrap()
+        .contains(&Value::from("C=1 ctx=0")));
+    assert!(v["prefill"]["1024"]["tok_per_sec"].as_f64().unwrap() > 0.0);
+    assert!(
+        v["event_log"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .all(|l| !l.as_str().unwrap().contains("cell start C=1 ctx=0")),
+        "the kept cell is not run again"
+    );
+}
