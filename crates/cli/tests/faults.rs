@@ -420,7 +420,7 @@ fn stream_silent_for_most_of_the_window_is_invalid() {
     assert!(c["stall_count"].as_u64().unwrap() >= 1, "{c:#}");
     let longest = c["stall_longest_s"].as_f64().unwrap();
     assert!((2.0..3.5).contains(&longest), "{c:#}");
-    assert!(c["stall_fraction"].as_f64().unwrap() > 0.2, "{c:#}");
+    assert!(c["stall_fraction"].as_f64().unwrap() > 0.5, "{c:#}");
 }
 
 #[test]

@@ -151,11 +151,28 @@ struct Accounting<'h, 'a> {
     max_tokens: Option<u64>,
     limit_exceeded: Option<(String, FailureKind)>,
     usage_jump: Option<(u64, u64)>,
+    /// Events that carried tokens: token events plus chunks whose usage grew (the usage bound
+    /// of [`crate::plausibility`] counts these).
+    carry_events: u64,
+    /// Bytes of content and reasoning text received so far.
+    text_bytes: u64,
     prev_token_at: Option<Instant>,
     long_gaps: Vec<(Instant, Instant)>,
     sse_events: u64,
     first_bytes: Vec<u8>,
     json_content_type: bool,
+}
+
+/// Most output tokens a stream can have carried after `events` token-carrying events and
+/// `text_bytes` bytes of text: [`MAX_TOKENS_PER_EVENT`] per event plus one per byte of text. A
+/// server that falls behind merges many tokens' deltas into one chunk (vLLM does under load), and
+/// those chunks carry the text of every merged token; tokens that decode to no text (special
+/// tokens, partial UTF-8) are covered by the per-event allowance. Usage above this bound is
+/// `usage_implausible` (docs/metrics.md, Faults).
+pub fn usage_bound(events: u64, text_bytes: u64) -> u64 {
+    MAX_TOKENS_PER_EVENT
+        .saturating_mul(events.max(1))
+        .saturating_add(text_bytes)
 }
 
 /// At most this many long gaps are kept per request.
@@ -184,6 +201,8 @@ impl<'h, 'a> Accounting<'h, 'a> {
             max_tokens,
             limit_exceeded: None,
             usage_jump: None,
+            carry_events: 0,
+            text_bytes: 0,
             prev_token_at: None,
             long_gaps: Vec::new(),
             sse_events: 0,
@@ -204,15 +223,17 @@ impl<'h, 'a> Accounting<'h, 'a> {
             }
         }
         self.prev_token_at = Some(at);
+        self.carry_events += 1;
         let total = self.tracker.tokens();
-        let events = self.tracker.token_events().max(1);
-        if self.usage_jump.is_none() && total > MAX_TOKENS_PER_EVENT * events {
+        let events = self.carry_events;
+        let bound = usage_bound(events, self.text_bytes);
+        if self.usage_jump.is_none() && total > bound {
             self.usage_jump = Some((total, events));
         }
         if let (Some(cut), Some(m), None) = (self.cut_above, self.max_tokens, &self.limit_exceeded)
         {
             if total > cut {
-                let (kind, what) = if total > MAX_TOKENS_PER_EVENT * events {
+                let (kind, what) = if total > bound {
                     (
                         FailureKind::UsageImplausible,
                         "usage_implausible: the server's usage reported",
@@ -249,6 +270,14 @@ impl<'h, 'a> Accounting<'h, 'a> {
             if let Some(r) = reasoning {
                 t.reasoning.push_str(r);
             }
+        }
+        if let Decoded::Chunk(Chunk {
+            content, reasoning, ..
+        }) = &d
+        {
+            let n =
+                content.as_ref().map_or(0, |c| c.len()) + reasoning.as_ref().map_or(0, |r| r.len());
+            self.text_bytes += n as u64;
         }
         let events_before = self.tracker.token_events();
         let added = self.tracker.apply(&d, ev.at);

@@ -577,7 +577,7 @@ pub struct CellResult {
     /// window).
     pub stall_seconds: Option<f64>,
     /// `stall_seconds` / stream-time inside the window (Σ over requests of their overlap with the
-    /// window), 0–1. Above 0.2 the cell is `invalid`.
+    /// window), 0–1. Above 0.5 the cell is `invalid`.
     pub stall_fraction: Option<f64>,
     /// Silence that counts as a stall in this cell: max(10 × typical chunk gap, 1 s), s.
     pub stall_threshold_s: Option<f64>,
