@@ -1181,15 +1181,27 @@ fn check_telemetry(env: &E2eEnv, spec: &RunSpec, cell: &Value, run: &RunOutput, 
     c.check(u(cell, "server_samples").is_some_and(|n| n >= 2), || {
         format!("{label}: server_samples {}", cell["server_samples"])
     });
-    c.check(f(cell, "max_running_reqs") == Some(cf), || {
-        format!(
-            "{label}: max_running_reqs {}, want {conc} (the server ran all C streams)",
-            cell["max_running_reqs"]
-        )
-    });
+    // The sampler's scrapes and the replacement requests both go out late when the client is
+    // starved of CPU (seen: 3-9 samples instead of ~20 in a 5 s window, read while requests were
+    // between their end and their replacement), so the scheduler-occupancy checks need an
+    // unstarved client; otherwise they are reported as skipped.
+    c.check_if(
+        !starved,
+        STARVED,
+        f(cell, "max_running_reqs") == Some(cf),
+        || {
+            format!(
+                "{label}: max_running_reqs {}, want {conc} (the server ran all C streams)",
+                cell["max_running_reqs"]
+            )
+        },
+    );
     let avg = f(cell, "avg_running_reqs");
-    c.check(avg.is_some_and(|a| a > 0.0 && a <= cf + 1e-9), || {
-        format!("{label}: avg_running_reqs {avg:?} outside (0, {conc}]")
+    c.check(avg.is_some_and(|a| a >= 0.0 && a <= cf + 1e-9), || {
+        format!("{label}: avg_running_reqs {avg:?} outside [0, {conc}]")
+    });
+    c.check_if(!starved, STARVED, avg.is_some_and(|a| a > 0.0), || {
+        format!("{label}: avg_running_reqs {avg:?}, want > 0 (the server ran the streams)")
     });
     c.check(
         f(cell, "effective_concurrency")
@@ -1257,8 +1269,11 @@ fn check_telemetry(env: &E2eEnv, spec: &RunSpec, cell: &Value, run: &RunOutput, 
     match env.engine {
         Engine::Vllm => {
             let kv = f(cell, "server_kv_usage_avg");
-            c.check(kv.is_some_and(|k| k > 0.0 && k <= 1.0), || {
-                format!("{label}: server_kv_usage_avg {kv:?} outside (0, 1]")
+            c.check(kv.is_some_and(|k| (0.0..=1.0).contains(&k)), || {
+                format!("{label}: server_kv_usage_avg {kv:?} outside [0, 1]")
+            });
+            c.check_if(!starved, STARVED, kv.is_some_and(|k| k > 0.0), || {
+                format!("{label}: server_kv_usage_avg {kv:?}, want > 0 (streams held KV blocks)")
             });
             c.check(u(cell, "server_preemptions") == Some(0), || {
                 format!(
