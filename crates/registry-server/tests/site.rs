@@ -250,7 +250,11 @@ fn trap_proxy() -> (u16, Arc<Mutex<Vec<String>>>) {
         for c in l.incoming().flatten() {
             let mut line = String::new();
             let _ = BufReader::new(&c).read_line(&mut line);
-            s.lock().unwrap().push(line.trim().to_string());
+            // A connection that sends no request line (Chromium pre-connects to its proxy)
+            // carries no URL: nothing was requested. Every request line is recorded.
+            if !line.trim().is_empty() {
+                s.lock().unwrap().push(line.trim().to_string());
+            }
             let _ = (&c).write_all(b"HTTP/1.1 403 Forbidden\r\ncontent-length: 0\r\n\r\n");
         }
     });
