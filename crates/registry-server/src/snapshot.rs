@@ -253,11 +253,18 @@ pub fn load(dir: &Path) -> Result<Snapshot, LoadError> {
         .collect();
     let mut hasher = ring::digest::Context::new(&ring::digest::SHA256);
     let mut cols: [CollectionIndex; 5] = Default::default();
+    // The loader's records are taken, not copied; their typed parts are freed off the
+    // critical path.
+    let mut by_col: [Vec<servebench_registry::Record>; 5] = Default::default();
+    for r in reg.into_records() {
+        by_col[r.collection.index()].push(r);
+    }
+    let mut typed_parts = Vec::new();
     for c in Collection::ALL {
         let col = &mut cols[c.index()];
-        // `records` iterates in id order.
-        let mut served: Vec<&servebench_registry::Record> = Vec::new();
-        for r in reg.records(c) {
+        // `into_records` yields each collection in id order.
+        let mut served: Vec<servebench_registry::Record> = Vec::new();
+        for r in std::mem::take(&mut by_col[c.index()]) {
             if c.id_is_valid(&r.id) {
                 served.push(r);
             } else {
@@ -272,11 +279,18 @@ pub fn load(dir: &Path) -> Result<Snapshot, LoadError> {
         }
         // Per record: its own digest (collection, id, serialized record) and search text, on
         // two threads; the snapshot hash is the SHA-256 of the digests in id order.
-        let work = |chunk: &[&servebench_registry::Record]| -> Vec<(Record, ring::digest::Digest)> {
+        type Done = (
+            Record,
+            ring::digest::Digest,
+            Option<servebench_registry::TypedRecord>,
+        );
+        let work = |chunk: Vec<servebench_registry::Record>| -> Vec<Done> {
+            let mut bytes = Vec::new();
             chunk
-                .iter()
+                .into_iter()
                 .map(|r| {
-                    let bytes = serde_json::to_vec(&r.raw).unwrap_or_default();
+                    bytes.clear();
+                    let _ = serde_json::to_writer(&mut bytes, &r.raw);
                     let mut h = ring::digest::Context::new(&ring::digest::SHA256);
                     h.update(c.dir().as_bytes());
                     h.update(&[0]);
@@ -284,25 +298,26 @@ pub fn load(dir: &Path) -> Result<Snapshot, LoadError> {
                     h.update(&[0]);
                     h.update(&bytes);
                     let rec = Record {
-                        id: r.id.clone(),
                         search: search_text(&r.raw),
-                        value: r.raw.clone(),
+                        id: r.id,
+                        value: r.raw,
                         detail: OnceLock::new(),
                         item: OnceLock::new(),
                     };
-                    (rec, h.finish())
+                    (rec, h.finish(), r.typed)
                 })
                 .collect()
         };
-        let half = served.len() / 2;
+        let second = served.split_off(served.len() / 2);
         let (a, b) = std::thread::scope(|s| {
-            let hb = s.spawn(|| work(&served[half..]));
-            let a = work(&served[..half]);
+            let hb = s.spawn(|| work(second));
+            let a = work(served);
             (a, hb.join().unwrap_or_default())
         });
-        for (rec, digest) in a.into_iter().chain(b) {
+        for (rec, digest, typed) in a.into_iter().chain(b) {
             hasher.update(digest.as_ref());
             col.records.push(rec);
+            typed_parts.push(typed);
         }
         col.records.sort_by(|a, b| a.id.cmp(&b.id));
         col.by_id = col
@@ -312,8 +327,8 @@ pub fn load(dir: &Path) -> Result<Snapshot, LoadError> {
             .map(|(i, r)| (r.id.clone(), i))
             .collect();
     }
-    // Freeing the loader's copy (raw and typed records) is not on the load's critical path.
-    std::thread::spawn(move || drop(reg));
+    // Freeing the loader's typed records is not on the load's critical path.
+    std::thread::spawn(move || drop(typed_parts));
     let hash = hex(hasher.finish().as_ref());
     let group = |c: Collection, key: &str| {
         let mut m: HashMap<String, Vec<usize>> = HashMap::new();
@@ -354,7 +369,14 @@ pub fn search_text(v: &Value) -> String {
         match v {
             Value::Null => {}
             Value::Bool(b) => push(out, if *b { "true" } else { "false" }),
-            Value::Number(n) => push(out, &n.to_string()),
+            Value::Number(n) => {
+                // Digits, signs, `.` and `e`: already lowercase, written in place.
+                use std::fmt::Write as _;
+                if !out.is_empty() {
+                    out.push(' ');
+                }
+                let _ = write!(out, "{n}");
+            }
             Value::String(s) => push(out, s),
             Value::Array(a) => a.iter().for_each(|x| walk(x, out)),
             Value::Object(o) => o.values().for_each(|x| walk(x, out)),
@@ -364,9 +386,24 @@ pub fn search_text(v: &Value) -> String {
         if !out.is_empty() {
             out.push(' ');
         }
-        out.extend(s.chars().flat_map(char::to_lowercase));
+        if s.is_ascii() {
+            let start = out.len();
+            out.push_str(s);
+            out[start..].make_ascii_lowercase();
+        } else {
+            out.extend(s.chars().flat_map(char::to_lowercase));
+        }
     }
     let mut out = String::new();
     walk(v, &mut out);
     out
+}
+
+#[cfg(test)]
+mod tests {
+    #[test]
+    fn search_text_lowercases_and_joins() {
+        let v = serde_json::json!({"a": "MiXed Ünïcode É", "b": [1, 2.5, -3e-7, true, null], "c": {"d": "X"}});
+        assert_eq!(super::search_text(&v), "mixed ünïcode é 1 2.5 -3e-7 true x");
+    }
 }

@@ -919,11 +919,10 @@ async fn reload_swaps_the_snapshot() {
     running.task.await.unwrap().unwrap();
 }
 
-/// Timing: run alone, on a machine not busy with other builds:
-/// `cargo test -p servebench-registry-server --test api -- --ignored`. (On the shared 2-core
-/// VM at load average ~9 it measured 1.1–1.3 s; see docs/performance.md §5.)
+/// Timing (issue 13: 10,000 records load in under a second). The load itself measured
+/// 200–300 ms on the shared 2-core VM at load average ~4 (docs/performance.md §5), so the
+/// 1 s bound keeps a margin of 3× or more for a busy machine.
 #[test]
-#[ignore = "timing-sensitive: run alone on a quiet machine with --ignored"]
 fn loads_ten_thousand_records_in_under_a_second() {
     let dir = tempfile::tempdir().unwrap();
     let n = GenCounts::about(10_000);
