@@ -115,6 +115,8 @@ pub(crate) struct Caches {
     pub recipe_order_model: OnceLock<Vec<usize>>,
     /// Model positions in the models-list order.
     pub model_order: OnceLock<Vec<usize>>,
+    /// Speed-sweep positions (ascending) per lowercased `recipe_id` (the `recipe_id` filter).
+    pub sweeps_by_recipe_lc: OnceLock<HashMap<String, Vec<usize>>>,
     /// What each recipe points at, by recipe position.
     pub recipe_rel: OnceLock<Vec<crate::http::recipes::RecipeRel>>,
 }
