@@ -69,6 +69,20 @@ fn loadavg() -> String {
         .unwrap_or_else(|_| "?".into())
 }
 
+/// CPU time (user + system, all threads) this process has used, in seconds, from
+/// `/proc/self/stat` (clock ticks, usually 10 ms): unlike wall time, it does not grow when
+/// other processes take the cores.
+fn cpu_s() -> f64 {
+    let Ok(s) = std::fs::read_to_string("/proc/self/stat") else {
+        return f64::NAN;
+    };
+    // Fields after the parenthesised command name; utime and stime are fields 14 and 15.
+    let rest = s.rsplit_once(')').map_or("", |(_, r)| r);
+    let f: Vec<&str> = rest.split_whitespace().collect();
+    let tick = |i: usize| f.get(i).and_then(|x| x.parse::<f64>().ok()).unwrap_or(f64::NAN);
+    (tick(11) + tick(12)) / 100.0
+}
+
 /// One connection's open-loop schedule: requests `k*conns + c` at `start + (k*conns+c)/rate`.
 async fn connection(
     addr: std::net::SocketAddr,
@@ -127,8 +141,11 @@ fn main() {
     let dir = tempfile::tempdir().expect("tempdir");
     let counts = GenCounts::about(a.records);
     generate(dir.path(), counts).expect("generate");
+    let c0 = cpu_s();
     let first = load(dir.path()).expect("load");
+    let c1 = cpu_s();
     let second = load(dir.path()).expect("load");
+    let c2 = cpu_s();
     println!(
         "registry: {} records ({} hardware, {} models, {} instances, {} recipes, {} sweeps)",
         counts.total(),
@@ -139,9 +156,12 @@ fn main() {
         counts.sweeps
     );
     println!(
-        "load: {:.0} ms (first), {:.0} ms (second)",
+        "load: {:.0} ms (first), {:.0} ms (second) wall; CPU time {:.0} ms, {:.0} ms (both threads); loadavg {}",
         first.loaded_in.as_secs_f64() * 1e3,
-        second.loaded_in.as_secs_f64() * 1e3
+        second.loaded_in.as_secs_f64() * 1e3,
+        (c1 - c0) * 1e3,
+        (c2 - c1) * 1e3,
+        loadavg()
     );
     drop(first);
     if std::env::var_os("LOADGEN_PROFILE").is_some() {

@@ -234,7 +234,7 @@ pub fn record_files(root: &Path) -> Result<Vec<(Collection, String, PathBuf)>, L
 }
 
 /// Loads the registry under `dir` (see [`resolve_root`]) into a [`Snapshot`], through
-/// [`servebench_registry::Registry::load`] (which normalises legacy spellings such as
+/// [`servebench_registry::Registry::load_with`] (JSON only; it normalises legacy spellings such as
 /// `speed_sweeps_ids` → `speed_sweep_ids`).
 ///
 /// Files the registry loader skips (invalid JSON, `id` ≠ file stem, duplicate ids) are listed
@@ -244,10 +244,13 @@ pub fn record_files(root: &Path) -> Result<Vec<(Collection, String, PathBuf)>, L
 pub fn load(dir: &Path) -> Result<Snapshot, LoadError> {
     let t0 = Instant::now();
     let root = resolve_root(dir)?;
-    let reg = servebench_registry::Registry::load(&root).map_err(|e| LoadError::Invalid {
-        path: root.clone(),
-        message: e.to_string(),
-    })?;
+    // Served as JSON: the typed parse and the canonical check (for `validate`) are skipped.
+    let opts = servebench_registry::LoadOptions::raw_only();
+    let reg =
+        servebench_registry::Registry::load_with(&root, opts).map_err(|e| LoadError::Invalid {
+            path: root.clone(),
+            message: e.to_string(),
+        })?;
     let mut problems: Vec<String> = reg
         .problems
         .iter()
@@ -255,13 +258,11 @@ pub fn load(dir: &Path) -> Result<Snapshot, LoadError> {
         .collect();
     let mut hasher = ring::digest::Context::new(&ring::digest::SHA256);
     let mut cols: [CollectionIndex; 5] = Default::default();
-    // The loader's records are taken, not copied; their typed parts are freed off the
-    // critical path.
+    // The loader's records are taken, not copied.
     let mut by_col: [Vec<servebench_registry::Record>; 5] = Default::default();
     for r in reg.into_records() {
         by_col[r.collection.index()].push(r);
     }
-    let mut typed_parts = Vec::new();
     for c in Collection::ALL {
         let col = &mut cols[c.index()];
         // `into_records` yields each collection in id order.
@@ -281,11 +282,7 @@ pub fn load(dir: &Path) -> Result<Snapshot, LoadError> {
         }
         // Per record: its own digest (collection, id, serialized record) and search text, on
         // two threads; the snapshot hash is the SHA-256 of the digests in id order.
-        type Done = (
-            Record,
-            ring::digest::Digest,
-            Option<servebench_registry::TypedRecord>,
-        );
+        type Done = (Record, ring::digest::Digest);
         let work = |chunk: Vec<servebench_registry::Record>| -> Vec<Done> {
             let mut bytes = Vec::new();
             chunk
@@ -306,7 +303,7 @@ pub fn load(dir: &Path) -> Result<Snapshot, LoadError> {
                         detail: OnceLock::new(),
                         item: OnceLock::new(),
                     };
-                    (rec, h.finish(), r.typed)
+                    (rec, h.finish())
                 })
                 .collect()
         };
@@ -316,10 +313,9 @@ pub fn load(dir: &Path) -> Result<Snapshot, LoadError> {
             let a = work(served);
             (a, hb.join().unwrap_or_default())
         });
-        for (rec, digest, typed) in a.into_iter().chain(b) {
+        for (rec, digest) in a.into_iter().chain(b) {
             hasher.update(digest.as_ref());
             col.records.push(rec);
-            typed_parts.push(typed);
         }
         col.records.sort_by(|a, b| a.id.cmp(&b.id));
         col.by_id = col
@@ -329,8 +325,6 @@ pub fn load(dir: &Path) -> Result<Snapshot, LoadError> {
             .map(|(i, r)| (r.id.clone(), i))
             .collect();
     }
-    // Freeing the loader's typed records is not on the load's critical path.
-    std::thread::spawn(move || drop(typed_parts));
     let hash = hex(hasher.finish().as_ref());
     let group = |c: Collection, key: &str| {
         let mut m: HashMap<String, Vec<usize>> = HashMap::new();

@@ -105,6 +105,22 @@ impl Record {
         }
     }
 
+    /// Like [`Record::from_value`] without the typed parse (`typed` and `parse_error` stay
+    /// `None`).
+    pub fn untyped(collection: Collection, id: &str, rel_path: String, mut raw: Value) -> Self {
+        let normalised = normalise(&mut raw);
+        Record {
+            collection,
+            id: id.to_string(),
+            rel_path,
+            raw,
+            typed: None,
+            parse_error: None,
+            normalised,
+            canonical: true,
+        }
+    }
+
     /// The canonical registry-relative path: `<dir>/<id>.json`.
     pub fn canonical_rel_path(&self) -> String {
         rel_path_for(self.collection, &self.id)
@@ -219,7 +235,7 @@ enum Read {
 }
 
 /// Reads and parses one record file of collection `c` found in directory `dir`.
-fn read_file(c: Collection, dir: &str, f: &Path) -> Result<Read, RegistryError> {
+fn read_file(c: Collection, dir: &str, f: &Path, opts: LoadOptions) -> Result<Read, RegistryError> {
     let stem = f
         .file_stem()
         .map(|s| s.to_string_lossy().into_owned())
@@ -267,15 +283,49 @@ fn read_file(c: Collection, dir: &str, f: &Path) -> Result<Read, RegistryError> 
         }
     }
     // Checked on the tree as read, before legacy fields are renamed.
-    let canonical = crate::canonical::is_canonical_text_of(&raw, &text);
+    let canonical = !opts.canonical_check || crate::canonical::is_canonical_text_of(&raw, &text);
     drop(text);
-    let mut rec = Record::from_value(c, &stem, rel, raw);
+    let mut rec = if opts.typed {
+        Record::from_value(c, &stem, rel, raw)
+    } else {
+        Record::untyped(c, &stem, rel, raw)
+    };
     rec.canonical = canonical;
     if dir != c.dir_name() {
         rec.normalised
             .push(format!("directory {dir} → {}", c.dir_name()));
     }
     Ok(Read::Record(Box::new(rec)))
+}
+
+/// What [`Registry::load_with`] does per record besides parsing its JSON.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct LoadOptions {
+    /// Parse the typed record ([`Record::typed`], [`Record::parse_error`]); when false both
+    /// stay `None`.
+    pub typed: bool,
+    /// Check the file's text is canonical ([`Record::canonical`]); when false it is `true`.
+    pub canonical_check: bool,
+}
+
+impl Default for LoadOptions {
+    /// Everything (what `validate` needs).
+    fn default() -> Self {
+        LoadOptions {
+            typed: true,
+            canonical_check: true,
+        }
+    }
+}
+
+impl LoadOptions {
+    /// JSON only: no typed parse, no canonical check (a read-only server of `raw`).
+    pub fn raw_only() -> Self {
+        LoadOptions {
+            typed: false,
+            canonical_check: false,
+        }
+    }
 }
 
 /// The whole registry in memory.
@@ -309,6 +359,15 @@ impl Registry {
     ///
     /// Errors: the root is not a directory, or a collection directory cannot be listed.
     pub fn load(dir: impl AsRef<Path>) -> Result<Registry, RegistryError> {
+        Registry::load_with(dir, LoadOptions::default())
+    }
+
+    /// [`Registry::load`] with the per-record work chosen by `opts` (a reader that serves
+    /// `raw` only, like `servebench registry serve`, skips the typed parse and the canonical
+    /// check).
+    ///
+    /// Errors: as [`Registry::load`].
+    pub fn load_with(dir: impl AsRef<Path>, opts: LoadOptions) -> Result<Registry, RegistryError> {
         let root = dir.as_ref().to_path_buf();
         if !root.is_dir() {
             return Err(RegistryError::NotADirectory(root));
@@ -350,7 +409,10 @@ impl Registry {
         }
         let read_all =
             |chunk: &[(Collection, &'static str, PathBuf)]| -> Vec<Result<Read, RegistryError>> {
-                chunk.iter().map(|(c, d, f)| read_file(*c, d, f)).collect()
+                chunk
+                    .iter()
+                    .map(|(c, d, f)| read_file(*c, d, f, opts))
+                    .collect()
             };
         // Two threads when there is enough work to pay for the second one.
         let read: Vec<Result<Read, RegistryError>> = if files.len() >= 256 {
