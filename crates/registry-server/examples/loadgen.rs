@@ -225,6 +225,7 @@ fn main() {
         a.rate, a.connections, a.seconds, QUERIES.len(), loadavg()
     );
     let t0 = Instant::now();
+    let cpu0 = cpu_s();
     let results = client_rt.block_on(async {
         let start = Instant::now() + Duration::from_millis(100);
         let tasks: Vec<_> = (0..a.connections)
@@ -249,6 +250,7 @@ fn main() {
         }
         (all, errors)
     });
+    let cpu = cpu_s() - cpu0;
     let wall = t0.elapsed().as_secs_f64() - 0.1 - warmup.as_secs_f64();
     let (mut lat, errors) = results;
     lat.sort_unstable();
@@ -274,6 +276,12 @@ fn main() {
         pct(99.0),
         pct(99.9),
         pct(100.0)
+    );
+    let sent = (end.as_secs_f64() * a.rate).floor();
+    println!(
+        "CPU time: {:.2} s for {sent:.0} requests (warm-up included), {:.0} µs a request, server and client together",
+        cpu,
+        cpu * 1e6 / sent.max(1.0)
     );
     let _ = tx.send(());
     let _ = server_rt.block_on(running.task);
