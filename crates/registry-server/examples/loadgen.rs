@@ -79,7 +79,11 @@ fn cpu_s() -> f64 {
     // Fields after the parenthesised command name; utime and stime are fields 14 and 15.
     let rest = s.rsplit_once(')').map_or("", |(_, r)| r);
     let f: Vec<&str> = rest.split_whitespace().collect();
-    let tick = |i: usize| f.get(i).and_then(|x| x.parse::<f64>().ok()).unwrap_or(f64::NAN);
+    let tick = |i: usize| {
+        f.get(i)
+            .and_then(|x| x.parse::<f64>().ok())
+            .unwrap_or(f64::NAN)
+    };
     (tick(11) + tick(12)) / 100.0
 }
 
