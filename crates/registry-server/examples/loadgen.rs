@@ -69,6 +69,24 @@ fn loadavg() -> String {
         .unwrap_or_else(|_| "?".into())
 }
 
+/// CPU time (user + system, all threads) this process has used, in seconds, from
+/// `/proc/self/stat` (clock ticks, usually 10 ms): unlike wall time, it does not grow when
+/// other processes take the cores.
+fn cpu_s() -> f64 {
+    let Ok(s) = std::fs::read_to_string("/proc/self/stat") else {
+        return f64::NAN;
+    };
+    // Fields after the parenthesised command name; utime and stime are fields 14 and 15.
+    let rest = s.rsplit_once(')').map_or("", |(_, r)| r);
+    let f: Vec<&str> = rest.split_whitespace().collect();
+    let tick = |i: usize| {
+        f.get(i)
+            .and_then(|x| x.parse::<f64>().ok())
+            .unwrap_or(f64::NAN)
+    };
+    (tick(11) + tick(12)) / 100.0
+}
+
 /// One connection's open-loop schedule: requests `k*conns + c` at `start + (k*conns+c)/rate`.
 async fn connection(
     addr: std::net::SocketAddr,
@@ -127,8 +145,11 @@ fn main() {
     let dir = tempfile::tempdir().expect("tempdir");
     let counts = GenCounts::about(a.records);
     generate(dir.path(), counts).expect("generate");
+    let c0 = cpu_s();
     let first = load(dir.path()).expect("load");
+    let c1 = cpu_s();
     let second = load(dir.path()).expect("load");
+    let c2 = cpu_s();
     println!(
         "registry: {} records ({} hardware, {} models, {} instances, {} recipes, {} sweeps)",
         counts.total(),
@@ -139,9 +160,12 @@ fn main() {
         counts.sweeps
     );
     println!(
-        "load: {:.0} ms (first), {:.0} ms (second)",
+        "load: {:.0} ms (first), {:.0} ms (second) wall; CPU time {:.0} ms, {:.0} ms (both threads); loadavg {}",
         first.loaded_in.as_secs_f64() * 1e3,
-        second.loaded_in.as_secs_f64() * 1e3
+        second.loaded_in.as_secs_f64() * 1e3,
+        (c1 - c0) * 1e3,
+        (c2 - c1) * 1e3,
+        loadavg()
     );
     drop(first);
     if std::env::var_os("LOADGEN_PROFILE").is_some() {
@@ -205,6 +229,7 @@ fn main() {
         a.rate, a.connections, a.seconds, QUERIES.len(), loadavg()
     );
     let t0 = Instant::now();
+    let cpu0 = cpu_s();
     let results = client_rt.block_on(async {
         let start = Instant::now() + Duration::from_millis(100);
         let tasks: Vec<_> = (0..a.connections)
@@ -229,6 +254,7 @@ fn main() {
         }
         (all, errors)
     });
+    let cpu = cpu_s() - cpu0;
     let wall = t0.elapsed().as_secs_f64() - 0.1 - warmup.as_secs_f64();
     let (mut lat, errors) = results;
     lat.sort_unstable();
@@ -254,6 +280,12 @@ fn main() {
         pct(99.0),
         pct(99.9),
         pct(100.0)
+    );
+    let sent = (end.as_secs_f64() * a.rate).floor();
+    println!(
+        "CPU time: {:.2} s for {sent:.0} requests (warm-up included), {:.0} µs a request, server and client together",
+        cpu,
+        cpu * 1e6 / sent.max(1.0)
     );
     let _ = tx.send(());
     let _ = server_rt.block_on(running.task);

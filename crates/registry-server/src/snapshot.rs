@@ -115,6 +115,8 @@ pub(crate) struct Caches {
     pub recipe_order_model: OnceLock<Vec<usize>>,
     /// Model positions in the models-list order.
     pub model_order: OnceLock<Vec<usize>>,
+    /// Speed-sweep positions (ascending) per lowercased `recipe_id` (the `recipe_id` filter).
+    pub sweeps_by_recipe_lc: OnceLock<HashMap<String, Vec<usize>>>,
     /// What each recipe points at, by recipe position.
     pub recipe_rel: OnceLock<Vec<crate::http::recipes::RecipeRel>>,
 }
@@ -232,7 +234,7 @@ pub fn record_files(root: &Path) -> Result<Vec<(Collection, String, PathBuf)>, L
 }
 
 /// Loads the registry under `dir` (see [`resolve_root`]) into a [`Snapshot`], through
-/// [`servebench_registry::Registry::load`] (which normalises legacy spellings such as
+/// [`servebench_registry::Registry::load_with`] (JSON only; it normalises legacy spellings such as
 /// `speed_sweeps_ids` → `speed_sweep_ids`).
 ///
 /// Files the registry loader skips (invalid JSON, `id` ≠ file stem, duplicate ids) are listed
@@ -242,10 +244,13 @@ pub fn record_files(root: &Path) -> Result<Vec<(Collection, String, PathBuf)>, L
 pub fn load(dir: &Path) -> Result<Snapshot, LoadError> {
     let t0 = Instant::now();
     let root = resolve_root(dir)?;
-    let reg = servebench_registry::Registry::load(&root).map_err(|e| LoadError::Invalid {
-        path: root.clone(),
-        message: e.to_string(),
-    })?;
+    // Served as JSON: the typed parse and the canonical check (for `validate`) are skipped.
+    let opts = servebench_registry::LoadOptions::raw_only();
+    let reg =
+        servebench_registry::Registry::load_with(&root, opts).map_err(|e| LoadError::Invalid {
+            path: root.clone(),
+            message: e.to_string(),
+        })?;
     let mut problems: Vec<String> = reg
         .problems
         .iter()
@@ -253,11 +258,16 @@ pub fn load(dir: &Path) -> Result<Snapshot, LoadError> {
         .collect();
     let mut hasher = ring::digest::Context::new(&ring::digest::SHA256);
     let mut cols: [CollectionIndex; 5] = Default::default();
+    // The loader's records are taken, not copied.
+    let mut by_col: [Vec<servebench_registry::Record>; 5] = Default::default();
+    for r in reg.into_records() {
+        by_col[r.collection.index()].push(r);
+    }
     for c in Collection::ALL {
         let col = &mut cols[c.index()];
-        // `records` iterates in id order.
-        let mut served: Vec<&servebench_registry::Record> = Vec::new();
-        for r in reg.records(c) {
+        // `into_records` yields each collection in id order.
+        let mut served: Vec<servebench_registry::Record> = Vec::new();
+        for r in std::mem::take(&mut by_col[c.index()]) {
             if c.id_is_valid(&r.id) {
                 served.push(r);
             } else {
@@ -272,11 +282,14 @@ pub fn load(dir: &Path) -> Result<Snapshot, LoadError> {
         }
         // Per record: its own digest (collection, id, serialized record) and search text, on
         // two threads; the snapshot hash is the SHA-256 of the digests in id order.
-        let work = |chunk: &[&servebench_registry::Record]| -> Vec<(Record, ring::digest::Digest)> {
+        type Done = (Record, ring::digest::Digest);
+        let work = |chunk: Vec<servebench_registry::Record>| -> Vec<Done> {
+            let mut bytes = Vec::new();
             chunk
-                .iter()
+                .into_iter()
                 .map(|r| {
-                    let bytes = serde_json::to_vec(&r.raw).unwrap_or_default();
+                    bytes.clear();
+                    let _ = serde_json::to_writer(&mut bytes, &r.raw);
                     let mut h = ring::digest::Context::new(&ring::digest::SHA256);
                     h.update(c.dir().as_bytes());
                     h.update(&[0]);
@@ -284,9 +297,9 @@ pub fn load(dir: &Path) -> Result<Snapshot, LoadError> {
                     h.update(&[0]);
                     h.update(&bytes);
                     let rec = Record {
-                        id: r.id.clone(),
                         search: search_text(&r.raw),
-                        value: r.raw.clone(),
+                        id: r.id,
+                        value: r.raw,
                         detail: OnceLock::new(),
                         item: OnceLock::new(),
                     };
@@ -294,10 +307,10 @@ pub fn load(dir: &Path) -> Result<Snapshot, LoadError> {
                 })
                 .collect()
         };
-        let half = served.len() / 2;
+        let second = served.split_off(served.len() / 2);
         let (a, b) = std::thread::scope(|s| {
-            let hb = s.spawn(|| work(&served[half..]));
-            let a = work(&served[..half]);
+            let hb = s.spawn(|| work(second));
+            let a = work(served);
             (a, hb.join().unwrap_or_default())
         });
         for (rec, digest) in a.into_iter().chain(b) {
@@ -312,8 +325,6 @@ pub fn load(dir: &Path) -> Result<Snapshot, LoadError> {
             .map(|(i, r)| (r.id.clone(), i))
             .collect();
     }
-    // Freeing the loader's copy (raw and typed records) is not on the load's critical path.
-    std::thread::spawn(move || drop(reg));
     let hash = hex(hasher.finish().as_ref());
     let group = |c: Collection, key: &str| {
         let mut m: HashMap<String, Vec<usize>> = HashMap::new();
@@ -354,7 +365,14 @@ pub fn search_text(v: &Value) -> String {
         match v {
             Value::Null => {}
             Value::Bool(b) => push(out, if *b { "true" } else { "false" }),
-            Value::Number(n) => push(out, &n.to_string()),
+            Value::Number(n) => {
+                // Digits, signs, `.` and `e`: already lowercase, written in place.
+                use std::fmt::Write as _;
+                if !out.is_empty() {
+                    out.push(' ');
+                }
+                let _ = write!(out, "{n}");
+            }
             Value::String(s) => push(out, s),
             Value::Array(a) => a.iter().for_each(|x| walk(x, out)),
             Value::Object(o) => o.values().for_each(|x| walk(x, out)),
@@ -364,9 +382,24 @@ pub fn search_text(v: &Value) -> String {
         if !out.is_empty() {
             out.push(' ');
         }
-        out.extend(s.chars().flat_map(char::to_lowercase));
+        if s.is_ascii() {
+            let start = out.len();
+            out.push_str(s);
+            out[start..].make_ascii_lowercase();
+        } else {
+            out.extend(s.chars().flat_map(char::to_lowercase));
+        }
     }
     let mut out = String::new();
     walk(v, &mut out);
     out
+}
+
+#[cfg(test)]
+mod tests {
+    #[test]
+    fn search_text_lowercases_and_joins() {
+        let v = serde_json::json!({"a": "MiXed Ünïcode É", "b": [1, 2.5, -3e-7, true, null], "c": {"d": "X"}});
+        assert_eq!(super::search_text(&v), "mixed ünïcode é 1 2.5 -3e-7 true x");
+    }
 }

@@ -919,11 +919,11 @@ async fn reload_swaps_the_snapshot() {
     running.task.await.unwrap().unwrap();
 }
 
-/// Timing: run alone, on a machine not busy with other builds:
-/// `cargo test -p servebench-registry-server --test api -- --ignored`. (On the shared 2-core
-/// VM at load average ~9 it measured 1.1–1.3 s; see docs/performance.md §5.)
+/// Timing (issue 13: 10,000 records load in under a second). The load takes 240–260 ms of CPU
+/// time (docs/performance.md §5): 215 ms wall at load average ~4, 412 ms at 5.3, 575 ms (best
+/// of 3) at 11; single loads reached 1.1 s at 9–12 on the shared 2-core VM, so a machine that
+/// busy can exceed the bound.
 #[test]
-#[ignore = "timing-sensitive: run alone on a quiet machine with --ignored"]
 fn loads_ten_thousand_records_in_under_a_second() {
     let dir = tempfile::tempdir().unwrap();
     let n = GenCounts::about(10_000);

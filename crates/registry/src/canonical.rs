@@ -23,12 +23,40 @@ pub fn sorted(v: &Value) -> Value {
     }
 }
 
+/// `v` with the keys of every object serialized in sorted order, without copying it (the same
+/// output as serializing [`sorted`]`(v)`).
+struct Sorted<'a>(&'a Value);
+
+impl serde::Serialize for Sorted<'_> {
+    fn serialize<S: serde::Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
+        use serde::ser::{SerializeMap as _, SerializeSeq as _};
+        match self.0 {
+            Value::Object(m) => {
+                let mut keys: Vec<&String> = m.keys().collect();
+                keys.sort();
+                let mut map = s.serialize_map(Some(keys.len()))?;
+                for k in keys {
+                    map.serialize_entry(k, &Sorted(&m[k]))?;
+                }
+                map.end()
+            }
+            Value::Array(a) => {
+                let mut seq = s.serialize_seq(Some(a.len()))?;
+                for x in a {
+                    seq.serialize_element(&Sorted(x))?;
+                }
+                seq.end()
+            }
+            other => other.serialize(s),
+        }
+    }
+}
+
 /// The canonical text of a record. serde_json's pretty printer writes 2-space indents and raw
 /// UTF-8; keys are sorted here explicitly (so the result does not depend on whether some crate
 /// in the build enables serde_json's `preserve_order`).
 pub fn to_canonical_string(v: &Value) -> String {
-    let s = sorted(v);
-    let mut text = serde_json::to_string_pretty(&s).expect("a Value always serialises");
+    let mut text = serde_json::to_string_pretty(&Sorted(v)).expect("a Value always serialises");
     text.push('\n');
     text
 }
@@ -36,9 +64,37 @@ pub fn to_canonical_string(v: &Value) -> String {
 /// True when `text` is exactly the canonical form of the JSON it contains.
 pub fn is_canonical(text: &str) -> bool {
     match serde_json::from_str::<Value>(text) {
-        Ok(v) => to_canonical_string(&v) == text,
+        Ok(v) => is_canonical_text_of(&v, text),
         Err(_) => false,
     }
+}
+
+/// True when `text` equals [`to_canonical_string`]`(v)`, where `v` is what `text` parsed to.
+/// Compares while serializing: nothing is allocated for the text, and the first differing
+/// byte stops the comparison (the loader checks every file with this, see `Registry::load`).
+pub fn is_canonical_text_of(v: &Value, text: &str) -> bool {
+    /// A writer that accepts only the bytes of `rest`, in order.
+    struct Expect<'a> {
+        rest: &'a [u8],
+    }
+    impl std::io::Write for Expect<'_> {
+        fn write(&mut self, b: &[u8]) -> std::io::Result<usize> {
+            match self.rest.strip_prefix(b) {
+                Some(r) => {
+                    self.rest = r;
+                    Ok(b.len())
+                }
+                None => Err(std::io::Error::other("differs from the canonical text")),
+            }
+        }
+        fn flush(&mut self) -> std::io::Result<()> {
+            Ok(())
+        }
+    }
+    let mut w = Expect {
+        rest: text.as_bytes(),
+    };
+    serde_json::to_writer_pretty(&mut w, &Sorted(v)).is_ok() && w.rest == b"\n"
 }
 
 /// Writes `v` canonically to `path` (creating its folder), through a temporary file in the same
@@ -71,5 +127,9 @@ mod tests {
         );
         assert!(is_canonical(&s));
         assert!(!is_canonical(r#"{"b":1,"a":2}"#));
+        assert!(!is_canonical(&s[..s.len() - 1]));
+        assert!(!is_canonical(&format!("{s}\n")));
+        assert!(is_canonical_text_of(&v, &s));
+        assert_eq!(to_canonical_string(&v), to_canonical_string(&sorted(&v)));
     }
 }

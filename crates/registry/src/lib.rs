@@ -23,6 +23,6 @@ pub mod validate;
 pub mod verdict;
 
 pub use collection::{is_valid_id, Cardinality, Collection, UnknownCollection};
-pub use load::{references, Problem, Record, Reference, Registry, RegistryError};
+pub use load::{references, LoadOptions, Problem, Record, Reference, Registry, RegistryError};
 pub use records::{TypedRecord, SCHEMA_VERSION};
 pub use verdict::{CacheTag, RowVerdict, Verdict};

@@ -105,6 +105,22 @@ impl Record {
         }
     }
 
+    /// Like [`Record::from_value`] without the typed parse (`typed` and `parse_error` stay
+    /// `None`).
+    pub fn untyped(collection: Collection, id: &str, rel_path: String, mut raw: Value) -> Self {
+        let normalised = normalise(&mut raw);
+        Record {
+            collection,
+            id: id.to_string(),
+            rel_path,
+            raw,
+            typed: None,
+            parse_error: None,
+            normalised,
+            canonical: true,
+        }
+    }
+
     /// The canonical registry-relative path: `<dir>/<id>.json`.
     pub fn canonical_rel_path(&self) -> String {
         rel_path_for(self.collection, &self.id)
@@ -212,6 +228,106 @@ pub fn references(raw: &Value) -> Vec<Reference> {
     out
 }
 
+/// What reading one record file gave.
+enum Read {
+    Record(Box<Record>),
+    Problem(Problem),
+}
+
+/// Reads and parses one record file of collection `c` found in directory `dir`.
+fn read_file(c: Collection, dir: &str, f: &Path, opts: LoadOptions) -> Result<Read, RegistryError> {
+    let stem = f
+        .file_stem()
+        .map(|s| s.to_string_lossy().into_owned())
+        .unwrap_or_default();
+    let rel = format!(
+        "{dir}/{}",
+        f.file_name().unwrap_or_default().to_string_lossy()
+    );
+    let text = std::fs::read_to_string(f).map_err(|e| RegistryError::Io {
+        path: f.to_path_buf(),
+        source: e,
+    })?;
+    let raw: Value = match serde_json::from_str(&text) {
+        Ok(v) => v,
+        Err(e) => {
+            return Ok(Read::Problem(Problem::new(
+                &rel,
+                "invalid-json",
+                e.to_string(),
+            )))
+        }
+    };
+    if !raw.is_object() {
+        return Ok(Read::Problem(Problem::new(
+            &rel,
+            "not-an-object",
+            "a record is a JSON object",
+        )));
+    }
+    match raw.get("id").and_then(Value::as_str) {
+        Some(id) if id == stem => {}
+        Some(id) => {
+            return Ok(Read::Problem(Problem::new(
+                &rel,
+                "id-matches-file",
+                format!("id {id:?} differs from the file stem {stem:?}"),
+            )))
+        }
+        None => {
+            return Ok(Read::Problem(Problem::new(
+                &rel,
+                "id-matches-file",
+                "no string `id`",
+            )))
+        }
+    }
+    // Checked on the tree as read, before legacy fields are renamed.
+    let canonical = !opts.canonical_check || crate::canonical::is_canonical_text_of(&raw, &text);
+    drop(text);
+    let mut rec = if opts.typed {
+        Record::from_value(c, &stem, rel, raw)
+    } else {
+        Record::untyped(c, &stem, rel, raw)
+    };
+    rec.canonical = canonical;
+    if dir != c.dir_name() {
+        rec.normalised
+            .push(format!("directory {dir} → {}", c.dir_name()));
+    }
+    Ok(Read::Record(Box::new(rec)))
+}
+
+/// What [`Registry::load_with`] does per record besides parsing its JSON.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct LoadOptions {
+    /// Parse the typed record ([`Record::typed`], [`Record::parse_error`]); when false both
+    /// stay `None`.
+    pub typed: bool,
+    /// Check the file's text is canonical ([`Record::canonical`]); when false it is `true`.
+    pub canonical_check: bool,
+}
+
+impl Default for LoadOptions {
+    /// Everything (what `validate` needs).
+    fn default() -> Self {
+        LoadOptions {
+            typed: true,
+            canonical_check: true,
+        }
+    }
+}
+
+impl LoadOptions {
+    /// JSON only: no typed parse, no canonical check (a read-only server of `raw`).
+    pub fn raw_only() -> Self {
+        LoadOptions {
+            typed: false,
+            canonical_check: false,
+        }
+    }
+}
+
 /// The whole registry in memory.
 #[derive(Clone, Debug, Default)]
 pub struct Registry {
@@ -236,13 +352,27 @@ impl Registry {
     /// Files that cannot be parsed or whose id does not match the stem are reported in
     /// [`Registry::problems`] and skipped; other files under the root are ignored.
     ///
+    /// Each file is read once and parsed once (into `raw`; the typed record is deserialized
+    /// from that tree and the canonical-text check compares while serializing it). Files are
+    /// read and parsed on up to two threads; the result (records, problems and their order)
+    /// does not depend on that.
+    ///
     /// Errors: the root is not a directory, or a collection directory cannot be listed.
     pub fn load(dir: impl AsRef<Path>) -> Result<Registry, RegistryError> {
+        Registry::load_with(dir, LoadOptions::default())
+    }
+
+    /// [`Registry::load`] with the per-record work chosen by `opts` (a reader that serves
+    /// `raw` only, like `servebench registry serve`, skips the typed parse and the canonical
+    /// check).
+    ///
+    /// Errors: as [`Registry::load`].
+    pub fn load_with(dir: impl AsRef<Path>, opts: LoadOptions) -> Result<Registry, RegistryError> {
         let root = dir.as_ref().to_path_buf();
         if !root.is_dir() {
             return Err(RegistryError::NotADirectory(root));
         }
-        let mut reg = Registry::empty(&root);
+        let mut files: Vec<(Collection, &'static str, PathBuf)> = Vec::new();
         for c in Collection::ALL {
             let mut dirs = vec![c.dir_name()];
             dirs.extend_from_slice(c.legacy_dir_names());
@@ -251,84 +381,90 @@ impl Registry {
                 if !path.is_dir() {
                     continue;
                 }
-                let mut files: Vec<PathBuf> = std::fs::read_dir(&path)
-                    .map_err(|e| RegistryError::Io {
-                        path: path.clone(),
-                        source: e,
-                    })?
-                    .filter_map(|e| e.ok().map(|e| e.path()))
-                    .filter(|p| p.extension().is_some_and(|x| x == "json") && p.is_file())
-                    .collect();
-                files.sort();
-                for f in files {
-                    reg.load_file(c, d, &f)?;
+                let io = |e| RegistryError::Io {
+                    path: path.clone(),
+                    source: e,
+                };
+                let mut in_dir: Vec<PathBuf> = Vec::new();
+                for e in std::fs::read_dir(&path).map_err(io)? {
+                    let Ok(e) = e else { continue };
+                    let p = e.path();
+                    if p.extension().is_none_or(|x| x != "json") {
+                        continue;
+                    }
+                    // The directory entry's type needs no `stat` on most file systems; a
+                    // symbolic link is followed, as `Path::is_file` does.
+                    let is_file = match e.file_type() {
+                        Ok(t) if t.is_symlink() => p.is_file(),
+                        Ok(t) => t.is_file(),
+                        Err(_) => false,
+                    };
+                    if is_file {
+                        in_dir.push(p);
+                    }
+                }
+                in_dir.sort();
+                files.extend(in_dir.into_iter().map(|p| (c, d, p)));
+            }
+        }
+        let read_all =
+            |chunk: &[(Collection, &'static str, PathBuf)]| -> Vec<Result<Read, RegistryError>> {
+                chunk
+                    .iter()
+                    .map(|(c, d, f)| read_file(*c, d, f, opts))
+                    .collect()
+            };
+        // Two threads when there is enough work to pay for the second one.
+        let read: Vec<Result<Read, RegistryError>> = if files.len() >= 256 {
+            let half = files.len() / 2;
+            std::thread::scope(|s| {
+                let b = s.spawn(|| read_all(&files[half..]));
+                let mut a = read_all(&files[..half]);
+                match b.join() {
+                    Ok(b) => a.extend(b),
+                    Err(_) => a.extend(read_all(&files[half..])),
+                }
+                a
+            })
+        } else {
+            read_all(&files)
+        };
+        let mut reg = Registry::empty(&root);
+        for r in read {
+            match r? {
+                Read::Problem(p) => reg.problems.push(p),
+                Read::Record(rec) => {
+                    if reg.get(rec.collection, &rec.id).is_some() {
+                        reg.problems.push(Problem::new(
+                            &rec.rel_path,
+                            "duplicate-id",
+                            format!(
+                                "{} {:?} is also in another file (legacy directory?)",
+                                rec.collection, rec.id
+                            ),
+                        ));
+                        continue;
+                    }
+                    let rec = *rec;
+                    reg.records
+                        .entry(rec.collection)
+                        .or_default()
+                        .insert(rec.id.clone(), rec);
                 }
             }
         }
         Ok(reg)
     }
 
-    fn load_file(&mut self, c: Collection, dir: &str, f: &Path) -> Result<(), RegistryError> {
-        let stem = f
-            .file_stem()
-            .map(|s| s.to_string_lossy().into_owned())
-            .unwrap_or_default();
-        let rel = format!(
-            "{dir}/{}",
-            f.file_name().unwrap_or_default().to_string_lossy()
-        );
-        let text = std::fs::read_to_string(f).map_err(|e| RegistryError::Io {
-            path: f.to_path_buf(),
-            source: e,
-        })?;
-        let raw: Value = match serde_json::from_str(&text) {
-            Ok(v) => v,
-            Err(e) => {
-                self.problems
-                    .push(Problem::new(&rel, "invalid-json", e.to_string()));
-                return Ok(());
-            }
-        };
-        if !raw.is_object() {
-            self.problems.push(Problem::new(
-                &rel,
-                "not-an-object",
-                "a record is a JSON object",
-            ));
-            return Ok(());
-        }
-        match raw.get("id").and_then(Value::as_str) {
-            Some(id) if id == stem => {}
-            Some(id) => {
-                self.problems.push(Problem::new(
-                    &rel,
-                    "id-matches-file",
-                    format!("id {id:?} differs from the file stem {stem:?}"),
-                ));
-                return Ok(());
-            }
-            None => {
-                self.problems
-                    .push(Problem::new(&rel, "id-matches-file", "no string `id`"));
-                return Ok(());
-            }
-        }
-        if self.get(c, &stem).is_some() {
-            self.problems.push(Problem::new(
-                &rel,
-                "duplicate-id",
-                format!("{c} {stem:?} is also in another file (legacy directory?)"),
-            ));
-            return Ok(());
-        }
-        let mut rec = Record::from_value(c, &stem, rel, raw);
-        rec.canonical = crate::canonical::is_canonical(&text);
-        if dir != c.dir_name() {
-            rec.normalised
-                .push(format!("directory {dir} → {}", c.dir_name()));
-        }
-        self.records.entry(c).or_default().insert(stem, rec);
-        Ok(())
+    /// Every record, in [`Registry::all`] order, by value (the registry is consumed).
+    pub fn into_records(self) -> impl Iterator<Item = Record> {
+        let mut records = self.records;
+        Collection::ALL.into_iter().flat_map(move |c| {
+            records
+                .remove(&c)
+                .into_iter()
+                .flat_map(BTreeMap::into_values)
+        })
     }
 
     /// Inserts (or replaces) a record from JSON; its id comes from `raw.id`. Returns the

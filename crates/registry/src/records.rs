@@ -731,14 +731,14 @@ impl TypedRecord {
         v: &Value,
     ) -> Result<TypedRecord, serde_json::Error> {
         use crate::Collection as C;
+        use serde::Deserialize;
+        // Deserialized from the borrowed tree (no copy of `v`; strings are copied as needed).
         Ok(match collection {
-            C::Hardware => TypedRecord::Hardware(Box::new(serde_json::from_value(v.clone())?)),
-            C::Model => TypedRecord::Model(Box::new(serde_json::from_value(v.clone())?)),
-            C::ModelInstance => {
-                TypedRecord::ModelInstance(Box::new(serde_json::from_value(v.clone())?))
-            }
-            C::Recipe => TypedRecord::Recipe(Box::new(serde_json::from_value(v.clone())?)),
-            C::SpeedSweep => TypedRecord::SpeedSweep(Box::new(serde_json::from_value(v.clone())?)),
+            C::Hardware => TypedRecord::Hardware(Box::new(Deserialize::deserialize(v)?)),
+            C::Model => TypedRecord::Model(Box::new(Deserialize::deserialize(v)?)),
+            C::ModelInstance => TypedRecord::ModelInstance(Box::new(Deserialize::deserialize(v)?)),
+            C::Recipe => TypedRecord::Recipe(Box::new(Deserialize::deserialize(v)?)),
+            C::SpeedSweep => TypedRecord::SpeedSweep(Box::new(Deserialize::deserialize(v)?)),
         })
     }
 

@@ -93,3 +93,47 @@ fn closed_records_refuse_unknown_keys() {
     // Rows are open: unknown row keys are kept, not dropped.
     assert!(s.rows[0].extra.contains_key("expert_parallel"));
 }
+
+/// Many files (over the two-thread threshold): the same records, problems and order as a
+/// one-by-one reading would give; `raw_only` keeps the JSON and skips the typed parse.
+#[test]
+fn many_files_load_in_order_and_raw_only_keeps_the_json() {
+    let dir = tempfile::tempdir().unwrap();
+    std::fs::create_dir_all(dir.path().join("model")).unwrap();
+    for i in 0..300 {
+        let text = if i % 50 == 7 {
+            "{".to_string()
+        } else {
+            servebench_registry::canonical::to_canonical_string(&json!({"id": format!("m{i:03}")}))
+        };
+        std::fs::write(dir.path().join(format!("model/m{i:03}.json")), text).unwrap();
+    }
+    let full = Registry::load(dir.path()).unwrap();
+    let raw =
+        Registry::load_with(dir.path(), servebench_registry::LoadOptions::raw_only()).unwrap();
+    let paths: Vec<&str> = full.problems.iter().map(|p| p.path.as_str()).collect();
+    assert_eq!(
+        paths,
+        [
+            "model/m007.json",
+            "model/m057.json",
+            "model/m107.json",
+            "model/m157.json",
+            "model/m207.json",
+            "model/m257.json"
+        ]
+    );
+    assert_eq!(full.problems, raw.problems);
+    assert_eq!(full.count(Collection::Model), 294);
+    let ids: Vec<&str> = full.ids(Collection::Model);
+    assert!(ids.windows(2).all(|w| w[0] < w[1]));
+    assert_eq!(ids, raw.ids(Collection::Model));
+    for (a, b) in full.all().zip(raw.all()) {
+        assert_eq!(a.raw, b.raw);
+        assert!(a.canonical && b.canonical);
+        assert!(b.typed.is_none() && b.parse_error.is_none());
+        assert!(a.typed.is_some() || a.parse_error.is_some());
+    }
+    let taken: Vec<String> = full.into_records().map(|r| r.id).collect();
+    assert_eq!(taken.len(), 294);
+}

@@ -4,9 +4,8 @@ use axum::response::Response;
 use serde_json::{json, Value};
 
 use super::error::ApiError;
-use super::query::{eq_ci, in_range, matches_terms, num_at};
-use super::recipes::{recipe_link, relations};
-use super::{display_name, link, list_response, Ctx};
+use super::query::{at_path, eq_path, in_range};
+use super::{detail_list, distinct_of_recipes, named_links, recipe_links, Ctx};
 use crate::collection::Collection;
 use crate::snapshot::Snapshot;
 
@@ -52,28 +51,19 @@ pub fn priced(h: &Value) -> bool {
 /// recipes[]}` (models: the distinct models of its recipes).
 pub fn detail(snap: &Snapshot, i: usize) -> Value {
     let rec = &snap.col(Collection::Hardware).records[i];
-    let recipes = snap.col(Collection::Recipe);
-    let models = snap.col(Collection::Model);
     let recipe_pos = snap
         .recipes_by_hardware
         .get(&rec.id)
-        .cloned()
-        .unwrap_or_default();
-    let rels = relations(snap);
-    let mut model_pos: Vec<usize> = recipe_pos.iter().filter_map(|&r| rels[r].model).collect();
-    model_pos.sort_unstable();
-    model_pos.dedup();
+        .map_or(&[][..], Vec::as_slice);
+    let model_pos = distinct_of_recipes(snap, recipe_pos, |r| r.model);
     let mut v = rec.value.clone();
     if let Value::Object(m) = &mut v {
         m.insert("recipe_count".into(), recipe_pos.len().into());
         m.insert(
             "relationships".into(),
             json!({
-                "models": model_pos.iter().map(|&p| {
-                    let r = &models.records[p];
-                    link(Collection::Model, &r.id, Some(display_name(&r.value)))
-                }).collect::<Vec<_>>(),
-                "recipes": recipe_pos.iter().map(|&p| recipe_link(&recipes.records[p].value)).collect::<Vec<_>>(),
+                "models": named_links(snap, Collection::Model, &model_pos),
+                "recipes": recipe_links(snap, recipe_pos),
             }),
         );
     }
@@ -85,28 +75,30 @@ pub fn detail(snap: &Snapshot, i: usize) -> Value {
 /// (true: only [`priced`] records), `has_recipes` (true|false); index (id) order.
 pub fn list(snap: &Snapshot, ctx: &Ctx) -> Result<Response, ApiError> {
     let p = ctx.params(PARAMS)?;
-    let terms = p.terms("q")?;
     let priced_only = p.boolean("priced_only")?.unwrap_or(false);
     let has_recipes = p.boolean("has_recipes")?;
     let (min, max) = (p.number("min_vram_gb"), p.number("max_vram_gb"));
-    let recs = &snap.col(Collection::Hardware).records;
-    let matched: Vec<usize> = (0..recs.len())
-        .filter(|&i| {
-            let r = &recs[i];
-            let v = &r.value;
-            matches_terms(&r.search, &terms)
-                && eq_ci(v.get("vendor"), p.get("vendor"))
-                && eq_ci(v.get("accelerator_backend"), p.get("backend"))
-                && eq_ci(v.get("kind"), p.get("kind"))
-                && eq_ci(v.get("family"), p.get("family"))
-                && in_range(num_at(v, "/memory/vram_gb"), min, max)
-                && (!priced_only || priced(v))
-                && has_recipes.is_none_or(|h| h == snap.recipes_by_hardware.contains_key(&r.id))
-        })
-        .collect();
-    Ok(list_response(ctx, p, &matched, |i| {
-        super::detail::cached(snap, Collection::Hardware, i)
-    }))
+    let (vendor, backend, kind, family) = (
+        p.get("vendor"),
+        p.get("backend"),
+        p.get("kind"),
+        p.get("family"),
+    );
+    detail_list(snap, ctx, p, Collection::Hardware, None, |r| {
+        let v = &r.value;
+        eq_path(v, &["vendor"], vendor)
+            && eq_path(v, &["accelerator_backend"], backend)
+            && eq_path(v, &["kind"], kind)
+            && eq_path(v, &["family"], family)
+            && ((min.is_none() && max.is_none())
+                || in_range(
+                    at_path(v, &["memory", "vram_gb"]).and_then(Value::as_f64),
+                    min,
+                    max,
+                ))
+            && (!priced_only || priced(v))
+            && has_recipes.is_none_or(|h| h == snap.recipes_by_hardware.contains_key(&r.id))
+    })
 }
 
 #[cfg(test)]

@@ -298,6 +298,70 @@ pub fn list_response(
     json_bytes(query::list_body(&items, page, matched.len(), links))
 }
 
+/// A list route over one collection whose items are the records' detail payloads (hardware,
+/// models, model instances, speed sweeps): the records, in `order` (index order when `None`),
+/// that `keep` accepts and whose search text holds every `q` term, paged with
+/// [`list_response`]. `keep` runs first, so cheap equality filters spare the text search.
+///
+/// Errors: a `q` with too many terms (400).
+pub fn detail_list(
+    snap: &Snapshot,
+    ctx: &Ctx,
+    params: &Params,
+    c: Collection,
+    order: Option<&[usize]>,
+    keep: impl Fn(&crate::snapshot::Record) -> bool,
+) -> Result<Response, ApiError> {
+    let terms = params.terms("q")?;
+    let recs = &snap.col(c).records;
+    let accept = |&i: &usize| keep(&recs[i]) && query::matches_terms(&recs[i].search, &terms);
+    let matched: Vec<usize> = match order {
+        Some(o) => o.iter().copied().filter(accept).collect(),
+        None => (0..recs.len()).filter(accept).collect(),
+    };
+    Ok(list_response(ctx, params, &matched, |i| {
+        detail::cached(snap, c, i)
+    }))
+}
+
+/// Named links (`{api, href, id, name}`) to the records of `c` at `positions`, in that order.
+pub fn named_links(snap: &Snapshot, c: Collection, positions: &[usize]) -> Vec<Value> {
+    let col = snap.col(c);
+    positions
+        .iter()
+        .map(|&p| {
+            let r = &col.records[p];
+            link(c, &r.id, Some(display_name(&r.value)))
+        })
+        .collect()
+}
+
+/// The distinct positions, ascending, that `pick` gives for the recipes at `recipe_positions`
+/// (e.g. the hardware or the models those recipes run on).
+pub fn distinct_of_recipes(
+    snap: &Snapshot,
+    recipe_positions: &[usize],
+    pick: impl Fn(&recipes::RecipeRel) -> Option<usize>,
+) -> Vec<usize> {
+    let rels = recipes::relations(snap);
+    let mut out: Vec<usize> = recipe_positions
+        .iter()
+        .filter_map(|&r| pick(&rels[r]))
+        .collect();
+    out.sort_unstable();
+    out.dedup();
+    out
+}
+
+/// Recipe links ([`recipes::recipe_link`]) for the recipes at `positions`, in that order.
+pub fn recipe_links(snap: &Snapshot, positions: &[usize]) -> Vec<Value> {
+    let col = snap.col(Collection::Recipe);
+    positions
+        .iter()
+        .map(|&p| recipes::recipe_link(&col.records[p].value))
+        .collect()
+}
+
 /// A request-supplied string shortened for a message.
 pub fn clip(s: &str) -> String {
     let t: String = s.chars().take(60).collect();

@@ -4,9 +4,8 @@ use axum::response::Response;
 use serde_json::{json, Value};
 
 use super::error::ApiError;
-use super::query::{eq_ci, matches_terms, str_at};
-use super::recipes::{recipe_link, relations};
-use super::{display_name, link, list_response, Ctx};
+use super::query::{eq_path, str_at};
+use super::{detail_list, display_name, distinct_of_recipes, link, named_links, recipe_links, Ctx};
 use crate::collection::Collection;
 use crate::snapshot::Snapshot;
 
@@ -45,21 +44,12 @@ pub fn credit(hf: Option<&Value>) -> Value {
 pub fn detail(snap: &Snapshot, i: usize) -> Value {
     let rec = &snap.col(Collection::ModelInstance).records[i];
     let models = snap.col(Collection::Model);
-    let recipes = snap.col(Collection::Recipe);
-    let hw = snap.col(Collection::Hardware);
     let model = str_at(&rec.value, "/model_id").and_then(|m| models.get(m));
     let recipe_pos = snap
         .recipes_by_instance
         .get(&rec.id)
-        .cloned()
-        .unwrap_or_default();
-    let rels = relations(snap);
-    let mut hw_pos: Vec<usize> = recipe_pos
-        .iter()
-        .filter_map(|&r| rels[r].hardware)
-        .collect();
-    hw_pos.sort_unstable();
-    hw_pos.dedup();
+        .map_or(&[][..], Vec::as_slice);
+    let hw_pos = distinct_of_recipes(snap, recipe_pos, |r| r.hardware);
     let mut v = rec.value.clone();
     if let Value::Object(m) = &mut v {
         m.insert(
@@ -80,12 +70,9 @@ pub fn detail(snap: &Snapshot, i: usize) -> Value {
         m.insert(
             "relationships".into(),
             json!({
-                "hardware": hw_pos.iter().map(|&p| {
-                    let r = &hw.records[p];
-                    link(Collection::Hardware, &r.id, Some(display_name(&r.value)))
-                }).collect::<Vec<_>>(),
+                "hardware": named_links(snap, Collection::Hardware, &hw_pos),
                 "model": model.map(|r| link(Collection::Model, &r.id, Some(display_name(&r.value)))),
-                "recipes": recipe_pos.iter().map(|&p| recipe_link(&recipes.records[p].value)).collect::<Vec<_>>(),
+                "recipes": recipe_links(snap, recipe_pos),
             }),
         );
     }
@@ -97,30 +84,21 @@ pub fn detail(snap: &Snapshot, i: usize) -> Value {
 /// `huggingface_link_type`; index (id) order.
 pub fn list(snap: &Snapshot, ctx: &Ctx) -> Result<Response, ApiError> {
     let p = ctx.params(PARAMS)?;
-    let terms = p.terms("q")?;
-    let recs = &snap.col(Collection::ModelInstance).records;
-    let matched: Vec<usize> = (0..recs.len())
-        .filter(|&i| {
-            let r = &recs[i];
-            let v = &r.value;
-            matches_terms(&r.search, &terms)
-                && eq_ci(v.get("model_id"), p.get("model_id"))
-                && eq_ci(v.get("kind"), p.get("kind"))
-                && eq_ci(v.pointer("/weights/precision"), p.get("precision"))
-                && eq_ci(v.pointer("/weights/format"), p.get("format"))
-                && eq_ci(
-                    v.pointer("/huggingface/status"),
-                    p.get("huggingface_status"),
-                )
-                && eq_ci(
-                    v.pointer("/huggingface/link_type"),
-                    p.get("huggingface_link_type"),
-                )
-        })
-        .collect();
-    Ok(list_response(ctx, p, &matched, |i| {
-        super::detail::cached(snap, Collection::ModelInstance, i)
-    }))
+    let filters: [(&[&str], Option<&str>); 6] = [
+        (&["model_id"], p.get("model_id")),
+        (&["kind"], p.get("kind")),
+        (&["weights", "precision"], p.get("precision")),
+        (&["weights", "format"], p.get("format")),
+        (&["huggingface", "status"], p.get("huggingface_status")),
+        (
+            &["huggingface", "link_type"],
+            p.get("huggingface_link_type"),
+        ),
+    ];
+    let filters: Vec<_> = filters.into_iter().filter(|(_, w)| w.is_some()).collect();
+    detail_list(snap, ctx, p, Collection::ModelInstance, None, |r| {
+        filters.iter().all(|(path, w)| eq_path(&r.value, path, *w))
+    })
 }
 
 #[cfg(test)]

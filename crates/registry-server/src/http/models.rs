@@ -6,9 +6,8 @@ use axum::response::Response;
 use serde_json::{json, Value};
 
 use super::error::ApiError;
-use super::query::{eq_ci, eq_ci_or_unknown, matches_terms, natural_cmp, num_at};
-use super::recipes::{recipe_link, relations};
-use super::{display_name, link, list_response, Ctx};
+use super::query::{eq_ci_or_unknown, eq_path, natural_cmp, num_at};
+use super::{detail_list, display_name, distinct_of_recipes, named_links, recipe_links, Ctx};
 use crate::collection::Collection;
 use crate::snapshot::Snapshot;
 
@@ -43,14 +42,10 @@ pub fn order(snap: &Snapshot) -> &[usize] {
 pub fn detail(snap: &Snapshot, i: usize) -> Value {
     let rec = &snap.col(Collection::Model).records[i];
     let insts = snap.col(Collection::ModelInstance);
-    let recipes = snap.col(Collection::Recipe);
-    let hw = snap.col(Collection::Hardware);
     let inst_pos = snap
         .instances_by_model
         .get(&rec.id)
-        .cloned()
-        .unwrap_or_default();
-    let rels = relations(snap);
+        .map_or(&[][..], Vec::as_slice);
     let mut recipe_pos: Vec<usize> = inst_pos
         .iter()
         .filter_map(|&p| snap.recipes_by_instance.get(&insts.records[p].id))
@@ -58,26 +53,15 @@ pub fn detail(snap: &Snapshot, i: usize) -> Value {
         .copied()
         .collect();
     recipe_pos.sort_unstable();
-    let mut hw_pos: Vec<usize> = recipe_pos
-        .iter()
-        .filter_map(|&r| rels[r].hardware)
-        .collect();
-    hw_pos.sort_unstable();
-    hw_pos.dedup();
+    let hw_pos = distinct_of_recipes(snap, &recipe_pos, |r| r.hardware);
     let mut v = rec.value.clone();
     if let Value::Object(m) = &mut v {
         m.insert(
             "relationships".into(),
             json!({
-                "hardware": hw_pos.iter().map(|&p| {
-                    let r = &hw.records[p];
-                    link(Collection::Hardware, &r.id, Some(display_name(&r.value)))
-                }).collect::<Vec<_>>(),
-                "model_instances": inst_pos.iter().map(|&p| {
-                    let r = &insts.records[p];
-                    link(Collection::ModelInstance, &r.id, Some(display_name(&r.value)))
-                }).collect::<Vec<_>>(),
-                "recipes": recipe_pos.iter().map(|&p| recipe_link(&recipes.records[p].value)).collect::<Vec<_>>(),
+                "hardware": named_links(snap, Collection::Hardware, &hw_pos),
+                "model_instances": named_links(snap, Collection::ModelInstance, inst_pos),
+                "recipes": recipe_links(snap, &recipe_pos),
             }),
         );
     }
@@ -87,21 +71,11 @@ pub fn detail(snap: &Snapshot, i: usize) -> Value {
 /// `GET /api/v1/models`: filters `q`, `family`, `architecture` (`unknown` = null).
 pub fn list(snap: &Snapshot, ctx: &Ctx) -> Result<Response, ApiError> {
     let p = ctx.params(PARAMS)?;
-    let terms = p.terms("q")?;
-    let recs = &snap.col(Collection::Model).records;
-    let matched: Vec<usize> = order(snap)
-        .iter()
-        .copied()
-        .filter(|&i| {
-            let r = &recs[i];
-            matches_terms(&r.search, &terms)
-                && eq_ci(r.value.get("family"), p.get("family"))
-                && eq_ci_or_unknown(r.value.get("architecture"), p.get("architecture"))
-        })
-        .collect();
-    Ok(list_response(ctx, p, &matched, |i| {
-        super::detail::cached(snap, Collection::Model, i)
-    }))
+    let (family, architecture) = (p.get("family"), p.get("architecture"));
+    detail_list(snap, ctx, p, Collection::Model, Some(order(snap)), |r| {
+        eq_path(&r.value, &["family"], family)
+            && eq_ci_or_unknown(r.value.get("architecture"), architecture)
+    })
 }
 
 #[cfg(test)]

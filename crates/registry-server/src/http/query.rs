@@ -415,6 +415,18 @@ fn trim_zeros(d: &[u8]) -> &[u8] {
     &d[z..]
 }
 
+/// The value at a key path (`&["weights", "precision"]`): like a JSON pointer over object keys,
+/// without parsing or allocating.
+pub fn at_path<'a>(v: &'a Value, path: &[&str]) -> Option<&'a Value> {
+    path.iter().try_fold(v, |v, k| v.get(*k))
+}
+
+/// An equality filter ([`eq_ci`]) on the value at `path`; no filter (`want` = `None`) matches
+/// without reading the record.
+pub fn eq_path(v: &Value, path: &[&str], want: Option<&str>) -> bool {
+    want.is_none() || eq_ci(at_path(v, path), want)
+}
+
 /// A number at a JSON pointer, if it is one.
 pub fn num_at(v: &Value, pointer: &str) -> Option<f64> {
     v.pointer(pointer).and_then(Value::as_f64)
@@ -508,6 +520,11 @@ mod tests {
         assert!(eq_ci(Some(&json!(2)), Some("2")));
         assert!(!eq_ci(Some(&Value::Null), Some("x")));
         assert!(eq_ci(None, None));
+        let v = json!({"weights": {"precision": "FP8"}, "n": 2});
+        assert!(eq_path(&v, &["weights", "precision"], Some("fp8")));
+        assert!(!eq_path(&v, &["weights", "format"], Some("fp8")));
+        assert!(eq_path(&v, &["missing", "x"], None));
+        assert!(eq_path(&v, &["n"], Some("2")));
         assert!(eq_ci_or_unknown(Some(&Value::Null), Some("unknown")));
         assert!(in_range(Some(96.0), Some(96.0), Some(96.0)));
         assert!(!in_range(None, Some(1.0), None));

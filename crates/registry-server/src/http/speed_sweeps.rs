@@ -4,8 +4,10 @@ use axum::response::Response;
 use serde_json::{Map, Value};
 
 use super::error::ApiError;
-use super::query::{eq_ci, matches_terms, str_at};
-use super::{link, list_response, Ctx};
+use std::collections::HashMap;
+
+use super::query::{str_at, value_str};
+use super::{detail_list, link, Ctx};
 use crate::collection::Collection;
 use crate::snapshot::Snapshot;
 
@@ -50,17 +52,24 @@ pub fn detail(snap: &Snapshot, i: usize) -> Value {
 /// detail payloads.
 pub fn list(snap: &Snapshot, ctx: &Ctx) -> Result<Response, ApiError> {
     let p = ctx.params(PARAMS)?;
-    let terms = p.terms("q")?;
-    let recs = &snap.col(Collection::SpeedSweep).records;
-    let matched: Vec<usize> = (0..recs.len())
-        .filter(|&i| {
-            let r = &recs[i];
-            matches_terms(&r.search, &terms) && eq_ci(r.value.get("recipe_id"), p.get("recipe_id"))
-        })
-        .collect();
-    Ok(list_response(ctx, p, &matched, |i| {
-        super::detail::cached(snap, Collection::SpeedSweep, i)
-    }))
+    // `recipe_id` (case-insensitive, as every equality filter) through a lowercased index:
+    // the candidates are already in index order.
+    let candidates = p.get("recipe_id").map(|w| {
+        snap.cache
+            .sweeps_by_recipe_lc
+            .get_or_init(|| {
+                let mut m: HashMap<String, Vec<usize>> = HashMap::new();
+                for (i, r) in snap.col(Collection::SpeedSweep).records.iter().enumerate() {
+                    if let Some(k) = value_str(r.value.get("recipe_id")) {
+                        m.entry(k.to_lowercase()).or_default().push(i);
+                    }
+                }
+                m
+            })
+            .get(&w.to_lowercase())
+            .map_or(&[][..], Vec::as_slice)
+    });
+    detail_list(snap, ctx, p, Collection::SpeedSweep, candidates, |_| true)
 }
 
 #[cfg(test)]
