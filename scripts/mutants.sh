@@ -5,6 +5,7 @@
 #
 #   scripts/mutants.sh            # every scope, in order
 #   scripts/mutants.sh sse-tracker core-stream   # some scopes
+#   MUTANTS_ITERATE=1 scripts/mutants.sh sse-tracker   # only the survivors of the last run
 #
 # Needs `cargo install cargo-mutants --locked` (v27.1.0 was used). Results: $MUTANTS_OUT/<scope>/
 # mutants.out/{caught,missed,unviable,timeout}.txt (default /tmp/servebench-mutants). The scratch
@@ -20,6 +21,8 @@ export CARGO_TARGET_DIR=${CARGO_TARGET_DIR:-$root/target}
 jobs=${MUTANTS_JOBS:-1}
 
 common=(--no-shuffle -j "$jobs" --minimum-test-timeout 60 --build-timeout 900 --copy-target=false)
+# MUTANTS_ITERATE=1: retest only the mutants that were not caught in the previous run of a scope.
+if [ -n "${MUTANTS_ITERATE:-}" ]; then common+=(--iterate); fi
 
 # name  package  file  extra cargo-mutants args...
 run() {
