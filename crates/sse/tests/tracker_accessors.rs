@@ -99,3 +99,25 @@ fn reasoning_equal_to_the_completion_total_is_not_clamped() {
     assert_eq!(r.reasoning_tokens, Some(2));
     assert!(!r.reasoning_tokens_clamped, "all of the output was reasoning: nothing to clamp");
 }
+
+#[test]
+fn zero_latency_has_no_e2e_rate() {
+    // A token stamped at the send time (crafted: a zero-length clock step): TTFT and latency are
+    // a measured 0, the end-to-end rate (tokens / latency) is undefined, never +inf.
+    let base = Instant::now();
+    let mut t = RequestTracker::new(base);
+    t.apply(&decode(TOK), base);
+    t.apply(&decode("[DONE]"), base);
+    let r = t.finish(ms(base, 1), true, false);
+    assert!(r.completed);
+    assert_eq!(r.ttft_s(), Some(0.0));
+    assert_eq!(r.latency_s(), Some(0.0));
+    assert_eq!(r.e2e_output_tps_per_user(), None);
+    // and a positive latency gives tokens / latency
+    let mut t = RequestTracker::new(base);
+    t.apply(&decode(TOK), ms(base, 100));
+    t.apply(&decode(TOK), ms(base, 250));
+    t.apply(&decode("[DONE]"), ms(base, 250));
+    let e2e = t.finish(ms(base, 251), true, false).e2e_output_tps_per_user();
+    assert!((e2e.expect("a rate") - 2.0 / 0.25).abs() < 1e-9);
+}
