@@ -327,13 +327,20 @@ mod tests {
         // ITL: 0.04 / 2, 0.05 / 1, 0.01 / 1 s.
         approx(cell.inter_token_latency_avg, 0.08 / 3.0);
         approx(cell.output_tps_per_user_p50, 1.0 / 0.02);
-        approx(cell.e2e_output_tps_per_user_avg, (3.0 / 0.14 + 2.0 / 0.1) / 2.0);
+        approx(
+            cell.e2e_output_tps_per_user_avg,
+            (3.0 / 0.14 + 2.0 / 0.1) / 2.0,
+        );
         // TTST: 0.02, 0.05, 0.01 s.
         approx(cell.time_to_second_token_p50, 0.02);
         // Lengths from completed requests: 3 and 2 tokens; prompt only r1 reported (5).
         approx(cell.output_seq_len_avg, 2.5);
         approx(cell.input_seq_len_avg, 5.0);
-        assert_eq!(cell.early_stop_requests, Some(1), "r1 stopped; r2 hit the length");
+        assert_eq!(
+            cell.early_stop_requests,
+            Some(1),
+            "r1 stopped; r2 hit the length"
+        );
         // llama.cpp timings of r1 and r2.
         assert_eq!(cell.timings_requests, Some(2));
         approx(cell.timings_predicted_per_second_avg, 60.0);
@@ -378,7 +385,10 @@ mod tests {
         assert_eq!(cell.timings_requests, Some(1));
         approx(cell.timings_predicted_per_second_avg, 40.0);
         assert_eq!(cell.timings_prompt_n_avg, None);
-        assert_eq!(cell.timings_draft_acceptance_rate, None, "no speculation reported");
+        assert_eq!(
+            cell.timings_draft_acceptance_rate, None,
+            "no speculation reported"
+        );
         approx(cell.reasoning_tokens_avg, 2.0);
         assert_eq!(cell.warnings.len(), 1, "{:?}", cell.warnings);
         assert!(cell.warnings[0].contains("in 1 request(s)"));

@@ -606,9 +606,12 @@ mod rx_timestamps {
                 let (n, at) = read(&client, &mut buf).await.unwrap();
                 let read_at = Instant::now();
                 assert_eq!(&buf[..n], b"hello");
-                // arrival between the write call and its return (1 ms for the clock pair's error)
+                // arrival between the write call and its return; the slack covers the error of
+                // the (monotonic, realtime) pair when the reader is descheduled between the two
+                // clock reads on a loaded machine
                 assert!(
-                    at + Duration::from_millis(1) >= before_write && at <= written + Duration::from_millis(1),
+                    at + Duration::from_millis(20) >= before_write
+                        && at <= written + Duration::from_millis(5),
                     "arrival {:?} after the write returned",
                     at.saturating_duration_since(written)
                 );
@@ -984,12 +987,19 @@ mod tests {
             let read_at = Instant::now();
             let at = at.expect("second chunk");
             assert_eq!(out, b"data: a\n\ndata: b\n\n");
-            assert!(at + Duration::from_millis(1) >= before && at <= written + Duration::from_millis(1));
+            // slack: see `reads_carry_the_kernel_arrival_time`
+            assert!(
+                at + Duration::from_millis(20) >= before
+                    && at <= written + Duration::from_millis(5)
+            );
             assert!(read_at.saturating_duration_since(at) >= Duration::from_millis(55));
             let d = stream.read_delay();
             assert!(d.reads >= 1, "{d:?}");
             assert!(d.max_s >= 0.055 && d.total_s >= d.max_s, "{d:?}");
-            assert!(stream.into_reusable().is_some(), "keep-alive, body complete");
+            assert!(
+                stream.into_reusable().is_some(),
+                "keep-alive, body complete"
+            );
         });
         server.join().unwrap();
     }

@@ -813,7 +813,9 @@ mod tests {
     }
 
     fn usage(completion: u64) -> String {
-        format!(r#"{{"choices":[],"usage":{{"prompt_tokens":3,"completion_tokens":{completion}}}}}"#)
+        format!(
+            r#"{{"choices":[],"usage":{{"prompt_tokens":3,"completion_tokens":{completion}}}}}"#
+        )
     }
 
     fn tok_usage(completion: u64) -> String {
@@ -834,7 +836,14 @@ mod tests {
         let out = replay(
             &hooks,
             base,
-            &[(10, TOK), (15, TOK), (25, TOK), (35, TOK), (40, TOK), (40, "[DONE]")],
+            &[
+                (10, TOK),
+                (15, TOK),
+                (25, TOK),
+                (35, TOK),
+                (40, TOK),
+                (40, "[DONE]"),
+            ],
         );
         assert_eq!(out.record.output_tokens, 5);
         assert!(out.record.completed);
@@ -856,11 +865,20 @@ mod tests {
         let out = replay(
             &hooks,
             base,
-            &[(20, TOK), (30, TOK), (30, FINISH), (50, &late), (50, "[DONE]")],
+            &[
+                (20, TOK),
+                (30, TOK),
+                (30, FINISH),
+                (50, &late),
+                (50, "[DONE]"),
+            ],
         );
         assert_eq!(out.record.output_tokens, 5);
         assert_eq!(out.window_tokens, 5);
-        assert_eq!(out.window_token_events, 2, "the usage chunk is not a token event");
+        assert_eq!(
+            out.window_token_events, 2,
+            "the usage chunk is not a token event"
+        );
         // The other way round: the token event is before the window, the usage chunk inside.
         let inside = usage(3);
         let out = replay(
@@ -869,7 +887,10 @@ mod tests {
             &[(10, TOK), (10, FINISH), (20, &inside), (20, "[DONE]")],
         );
         assert_eq!(out.record.output_tokens, 3);
-        assert_eq!(out.window_tokens, 0, "all 3 tokens belong to 10 ms, before the window");
+        assert_eq!(
+            out.window_tokens, 0,
+            "all 3 tokens belong to 10 ms, before the window"
+        );
         assert_eq!(out.window_token_events, 0);
     }
 
@@ -890,13 +911,24 @@ mod tests {
         let out = replay(
             &hooks,
             base,
-            &[(10, &u2), (20, &u2), (30, &u4), (30, FINISH), (40, &fin), (40, "[DONE]")],
+            &[
+                (10, &u2),
+                (20, &u2),
+                (30, &u4),
+                (30, FINISH),
+                (40, &fin),
+                (40, "[DONE]"),
+            ],
         );
         assert_eq!(out.record.output_tokens, 6);
         assert_eq!(out.record.token_events, 3);
         assert_eq!(out.window_tokens, 6);
         assert_eq!(out.window_token_events, 3);
-        assert_eq!(live.load(Ordering::Relaxed), 6, "live tok/s gets every counted token");
+        assert_eq!(
+            live.load(Ordering::Relaxed),
+            6,
+            "live tok/s gets every counted token"
+        );
     }
 
     #[test]
@@ -922,10 +954,17 @@ mod tests {
         let before = Instant::now();
         let (s, e) = w.open_after(Duration::from_millis(50), Duration::from_secs(4));
         let after = Instant::now();
-        assert!(s >= before + Duration::from_millis(50), "start is margin after now");
+        assert!(
+            s >= before + Duration::from_millis(50),
+            "start is margin after now"
+        );
         assert!(s <= after + Duration::from_millis(50));
         assert_eq!(e - s, Duration::from_secs(4));
-        assert_eq!(w.window(), Some((s, e)), "ns offsets from the epoch round-trip exactly");
+        assert_eq!(
+            w.window(),
+            Some((s, e)),
+            "ns offsets from the epoch round-trip exactly"
+        );
     }
 
     #[test]
@@ -949,7 +988,11 @@ mod tests {
     #[test]
     fn usage_bound_is_per_event_allowance_plus_text_bytes() {
         assert_eq!(usage_bound(3, 10), 3 * MAX_TOKENS_PER_EVENT + 10);
-        assert_eq!(usage_bound(0, 0), MAX_TOKENS_PER_EVENT, "at least one event");
+        assert_eq!(
+            usage_bound(0, 0),
+            MAX_TOKENS_PER_EVENT,
+            "at least one event"
+        );
         assert_eq!(usage_bound(u64::MAX, 5), u64::MAX, "saturates");
         // One event carrying 6 bytes of content and 2 of reasoning: bound 64 + 8 = 72.
         let chunk = |n: u64| {
@@ -961,7 +1004,10 @@ mod tests {
         let hooks = StreamHooks::default();
         let at_bound = chunk(MAX_TOKENS_PER_EVENT + 8);
         let out = replay(&hooks, base, &[(10, &at_bound), (10, "[DONE]")]);
-        assert_eq!(out.facts.usage_jump, None, "72 tokens over 8 bytes in 1 event is plausible");
+        assert_eq!(
+            out.facts.usage_jump, None,
+            "72 tokens over 8 bytes in 1 event is plausible"
+        );
         let above = chunk(MAX_TOKENS_PER_EVENT + 9);
         let out = replay(&hooks, base, &[(10, &above), (10, "[DONE]")]);
         assert_eq!(out.facts.usage_jump, Some((MAX_TOKENS_PER_EVENT + 9, 1)));
@@ -982,7 +1028,10 @@ mod tests {
         // The same content type with a plain JSON body is `not_streaming`.
         let hooks = StreamHooks::default();
         let mut acc = Accounting::new(&hooks, base, None, Some("application/json"));
-        acc.push(br#"{"choices":[{"message":{"content":"hi"}}]}"#, ms(base, 10));
+        acc.push(
+            br#"{"choices":[{"message":{"content":"hi"}}]}"#,
+            ms(base, 10),
+        );
         acc.finish_framer(ms(base, 11));
         let out = acc.close(true, false, None);
         assert_eq!(out.facts.kind, Some(FailureKind::NotStreaming));

@@ -29,7 +29,11 @@ fn in_progress_accessors_follow_the_stream() {
     assert!(!t.is_done());
     assert_eq!(t.error(), None);
 
-    assert_eq!(t.apply(&decode(ROLE), ms(base, 5)), 0, "role-only: not a token");
+    assert_eq!(
+        t.apply(&decode(ROLE), ms(base, 5)),
+        0,
+        "role-only: not a token"
+    );
     assert_eq!(t.first_token_at(), None);
 
     // 2 tokens in the first event (speculative decoding)
@@ -97,7 +101,10 @@ fn reasoning_equal_to_the_completion_total_is_not_clamped() {
     t.apply(&decode("[DONE]"), ms(base, 21));
     let r = t.finish(ms(base, 22), true, false);
     assert_eq!(r.reasoning_tokens, Some(2));
-    assert!(!r.reasoning_tokens_clamped, "all of the output was reasoning: nothing to clamp");
+    assert!(
+        !r.reasoning_tokens_clamped,
+        "all of the output was reasoning: nothing to clamp"
+    );
 }
 
 #[test]
@@ -118,6 +125,8 @@ fn zero_latency_has_no_e2e_rate() {
     t.apply(&decode(TOK), ms(base, 100));
     t.apply(&decode(TOK), ms(base, 250));
     t.apply(&decode("[DONE]"), ms(base, 250));
-    let e2e = t.finish(ms(base, 251), true, false).e2e_output_tps_per_user();
+    let e2e = t
+        .finish(ms(base, 251), true, false)
+        .e2e_output_tps_per_user();
     assert!((e2e.expect("a rate") - 2.0 / 0.25).abs() < 1e-9);
 }

@@ -219,7 +219,11 @@ mod tests {
     fn percentile_edges_and_clamping() {
         let v = [1.0, 2.0, 3.0, 4.0];
         assert_eq!(percentile_sorted(&v, 0.0), 1.0);
-        assert_eq!(percentile_sorted(&v, 100.0), 4.0, "the max, not an index past it");
+        assert_eq!(
+            percentile_sorted(&v, 100.0),
+            4.0,
+            "the max, not an index past it"
+        );
         // numpy.percentile([1,2,3,4], 25) = 1.75; 60 -> 2.8
         assert_eq!(percentile_sorted(&v, 25.0), 1.75);
         assert!((percentile_sorted(&v, 60.0) - 2.8).abs() < 1e-12);
