@@ -968,6 +968,19 @@ mod tests {
     }
 
     #[test]
+    fn silences_longer_than_the_stall_floor_are_reported() {
+        let base = Instant::now();
+        let late = 10 + STALL_FLOOR.as_millis() as u64 + 500;
+        let out = replay(
+            &StreamHooks::default(),
+            base,
+            &[(10, TOK), (20, TOK), (late, TOK), (late, "[DONE]")],
+        );
+        assert_eq!(out.record.output_tokens, 3);
+        assert_eq!(out.facts.long_gaps, vec![(ms(base, 20), ms(base, late))]);
+    }
+
+    #[test]
     fn first_token_hook_fires_once_per_stream() {
         let base = Instant::now();
         let (flag, counter) = (AtomicBool::new(false), AtomicU64::new(0));
