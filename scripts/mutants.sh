@@ -23,6 +23,9 @@ jobs=${MUTANTS_JOBS:-1}
 common=(--no-shuffle -j "$jobs" --minimum-test-timeout 60 --build-timeout 900 --copy-target=false)
 # MUTANTS_ITERATE=1: retest only the mutants that were not caught in the previous run of a scope.
 if [ -n "${MUTANTS_ITERATE:-}" ]; then common+=(--iterate); fi
+# MUTANTS_BASELINE=skip: do not first run the tests on the unmutated tree (saves one full build
+# per scope; only when the tests are known to pass). A fixed 300 s test timeout applies then.
+if [ "${MUTANTS_BASELINE:-run}" = skip ]; then common+=(--baseline skip --timeout 300); fi
 
 # name  package  file  extra cargo-mutants args...
 run() {
