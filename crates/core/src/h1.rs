@@ -559,7 +559,7 @@ mod rx_timestamps {
     }
 
     #[cfg(test)]
-    mod tests {
+    pub(super) mod tests {
         use super::*;
 
         #[test]
@@ -578,6 +578,36 @@ mod rx_timestamps {
             assert_eq!(to_instant(real - Duration::from_secs(60), now, real), now);
         }
 
+        /// A loopback pair with receive timestamps on, returned once the kernel stamps packets.
+        ///
+        /// Linux turns receive timestamping on system-wide *asynchronously* (a deferred static
+        /// key, `net_enable_timestamp`) when the first socket asks for it: packets that arrive
+        /// before that are not stamped (the read time is used). Keeping this pair open keeps
+        /// timestamping on for the rest of a test.
+        #[cfg(all(
+            target_os = "linux",
+            any(target_arch = "x86_64", target_arch = "aarch64")
+        ))]
+        pub(in crate::h1) async fn warm_timestamps() -> (TcpStream, std::net::TcpStream) {
+            use std::io::Write;
+            let listener = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+            let client = TcpStream::connect(listener.local_addr().unwrap())
+                .await
+                .unwrap();
+            enable(&client);
+            let (mut server, _) = listener.accept().unwrap();
+            let mut buf = [0u8; 16];
+            for _ in 0..200 {
+                server.write_all(b"w").unwrap();
+                std::thread::sleep(Duration::from_millis(5));
+                let (_, at) = read(&client, &mut buf).await.unwrap();
+                if Instant::now().saturating_duration_since(at) >= Duration::from_millis(4) {
+                    return (client, server);
+                }
+            }
+            panic!("no kernel receive timestamps after 200 tries (SO_TIMESTAMPNS)");
+        }
+
         /// Bytes that waited 50 ms in the socket are stamped with their kernel arrival, not with
         /// the read (kills the loss of `SO_TIMESTAMPNS`, docs/mutants.md).
         #[cfg(all(
@@ -592,6 +622,7 @@ mod rx_timestamps {
                 .build()
                 .unwrap();
             rt.block_on(async {
+                let _warm = warm_timestamps().await;
                 let listener = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
                 let client = TcpStream::connect(listener.local_addr().unwrap())
                     .await
@@ -968,6 +999,7 @@ mod tests {
             .build()
             .unwrap();
         rt.block_on(async {
+            let _warm = rx_timestamps::tests::warm_timestamps().await;
             let conn = H1Conn::connect(&ep).await.unwrap();
             let (mut stream, _sent) = match start(&ep, conn, "/v1/x", b"{}", false).await {
                 Ok(s) => s,
