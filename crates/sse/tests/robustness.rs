@@ -208,3 +208,20 @@ fn an_endless_line_is_bounded_and_reported() {
     f.reset();
     assert!(!f.overflowed());
 }
+
+/// The limit is 16 MiB: a 4 MiB event (a long reasoning chunk, a tool call's arguments) is
+/// dispatched whole, split over many reads (found by `cargo mutants`, docs/mutants.md).
+#[test]
+fn a_large_event_below_the_limit_is_dispatched() {
+    assert_eq!(servebench_sse::MAX_EVENT_BYTES, 16 * 1024 * 1024);
+    let t0 = Instant::now();
+    let mut f = SseFramer::new();
+    let text = "y".repeat(4 * 1024 * 1024);
+    let body = format!("data: {{\"choices\":[{{\"delta\":{{\"content\":\"{text}\"}}}}]}}\n\n");
+    let mut got = Vec::new();
+    for piece in body.as_bytes().chunks(64 * 1024) {
+        f.push(piece, t0, |ev| got.push(ev.data.len()));
+    }
+    assert!(!f.overflowed());
+    assert_eq!(got, vec![body.len() - "data: ".len() - 2]);
+}
