@@ -261,6 +261,16 @@ mod tests {
     }
 
     #[test]
+    fn std_is_stable_for_a_large_mean() {
+        // Deviations from the mean are squared (two-pass): the one-pass Σx² − n·mean² form
+        // cancels catastrophically here (it gives a negative variance). Values like offsets of
+        // 10⁸ s with 0.1–0.4 s spread; population variance of [0.1, 0.2, 0.4] = 0.14 / 9.
+        let s = Summary::of(&[1e8 + 0.1, 1e8 + 0.2, 1e8 + 0.4]).unwrap();
+        let want = (0.14f64 / 9.0).sqrt();
+        assert!((s.std - want).abs() < 1e-6, "{} vs {want}", s.std);
+    }
+
+    #[test]
     fn samples_keep_finite_measurements_in_order() {
         let mut s = Samples::new();
         assert!(s.is_empty());
