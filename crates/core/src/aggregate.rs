@@ -383,7 +383,11 @@ mod tests {
         let mut cell = CellResult::default();
         fill_request_stats(&mut cell, &[&r], None);
         assert_eq!(cell.timings_requests, Some(1));
-        assert_eq!(cell.early_stop_requests, Some(1), "stopped before the length");
+        assert_eq!(
+            cell.early_stop_requests,
+            Some(1),
+            "stopped before the length"
+        );
         approx(cell.timings_predicted_per_second_avg, 40.0);
         assert_eq!(cell.timings_prompt_n_avg, None);
         assert_eq!(
