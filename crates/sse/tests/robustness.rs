@@ -225,3 +225,25 @@ fn a_large_event_below_the_limit_is_dispatched() {
     assert!(!f.overflowed());
     assert_eq!(got, vec![body.len() - "data: ".len() - 2]);
 }
+
+/// Overflow is detected however the bytes arrive: reads that step over the limit without
+/// landing on it, for an unterminated line and for an event of many `data:` lines (found by
+/// `cargo mutants`, docs/mutants.md).
+#[test]
+fn overflow_is_detected_when_reads_step_over_the_limit() {
+    let t0 = Instant::now();
+    let mut f = SseFramer::new();
+    let chunk = vec![b'x'; 3 * 1024 * 1024]; // 3, 6, ..., 15, 18 MiB: never exactly 16
+    for _ in 0..6 {
+        f.push(&chunk, t0, |_| panic!("no event"));
+    }
+    assert!(f.overflowed(), "an 18 MiB line");
+    let mut f = SseFramer::new();
+    let mut line = b"data: ".to_vec();
+    line.extend_from_slice(&vec![b'y'; 3 * 1024 * 1024]);
+    line.push(b'\n');
+    for _ in 0..6 {
+        f.push(&line, t0, |_| panic!("no event"));
+    }
+    assert!(f.overflowed(), "an event of six 3 MiB data lines");
+}
