@@ -227,3 +227,182 @@ pub fn fill_request_stats(
         .map(|r| sample_of(r, window_start))
         .collect();
 }
+
+#[cfg(test)]
+mod tests {
+    //! Cell statistics from crafted requests with known times (found by `cargo mutants`,
+    //! docs/mutants.md).
+
+    use std::time::Duration;
+
+    use servebench_sse::{decode, RequestTracker};
+
+    use super::*;
+
+    const TOK: &str = r#"{"choices":[{"index":0,"delta":{"content":"a"},"finish_reason":null}]}"#;
+
+    fn ms(base: Instant, m: u64) -> Instant {
+        base + Duration::from_millis(m)
+    }
+
+    /// A request sent at `sent` ms whose payloads arrive at the given ms; ended (cleanly, or cut
+    /// when `cancelled`) 1 ms after the last one.
+    fn rec(base: Instant, sent: u64, events: &[(u64, &str)], cancelled: bool) -> RequestRecord {
+        let mut t = RequestTracker::new(ms(base, sent));
+        for (m, p) in events {
+            t.apply(&decode(p), ms(base, *m));
+        }
+        let end = ms(base, events.last().map_or(sent, |e| e.0) + 1);
+        t.finish(end, !cancelled, cancelled)
+    }
+
+    fn approx(a: Option<f64>, b: f64) {
+        let a = a.expect("a value");
+        assert!((a - b).abs() < 1e-9, "{a} != {b}");
+    }
+
+    #[test]
+    fn signed_seconds_both_ways() {
+        let o = Instant::now();
+        assert_eq!(signed_secs(o + Duration::from_millis(1500), o), 1.5);
+        assert_eq!(signed_secs(o, o + Duration::from_millis(250)), -0.25);
+        assert_eq!(signed_secs(o, o), 0.0);
+    }
+
+    #[test]
+    fn request_stats_use_generated_and_completed_requests() {
+        let base = Instant::now();
+        // r1: sent 0, tokens at 100/120/140 ms, stop, llama.cpp timings (draft 12 of 10: clamped).
+        let r1 = rec(
+            base,
+            0,
+            &[
+                (100, TOK),
+                (120, TOK),
+                (140, TOK),
+                (
+                    140,
+                    r#"{"choices":[{"index":0,"delta":{},"finish_reason":"stop"}],"timings":{"prompt_n":20,"cache_n":4,"predicted_n":3,"predicted_per_second":70.0,"draft_n":10,"draft_n_accepted":12}}"#,
+                ),
+                (
+                    141,
+                    r#"{"choices":[],"usage":{"prompt_tokens":5,"completion_tokens":3}}"#,
+                ),
+                (141, "[DONE]"),
+            ],
+            false,
+        );
+        // r2: sent 10, tokens at 60/110 ms, length, timings (draft 6 of 10).
+        let r2 = rec(
+            base,
+            10,
+            &[
+                (60, TOK),
+                (110, TOK),
+                (
+                    110,
+                    r#"{"choices":[{"index":0,"delta":{},"finish_reason":"length"}],"timings":{"prompt_n":10,"cache_n":0,"predicted_n":2,"predicted_per_second":50.0,"draft_n":10,"draft_n_accepted":6}}"#,
+                ),
+                (110, "[DONE]"),
+            ],
+            false,
+        );
+        // r3: sent 20, tokens at 220/230 ms, cut by the window end: generated, not completed.
+        let r3 = rec(base, 20, &[(220, TOK), (230, TOK)], true);
+        // r4: no output token: failed, not part of any statistic.
+        let r4 = rec(base, 30, &[(40, "[DONE]")], false);
+        assert!(r1.completed && r2.completed && !r3.completed && r4.failed());
+
+        let mut cell = CellResult::default();
+        fill_request_stats(&mut cell, &[&r1, &r2, &r3, &r4], Some(ms(base, 5)));
+        assert_eq!(cell.request_count, 3);
+        assert_eq!(cell.completed_request_count, 2);
+        // TTFT over generated requests: 0.1, 0.05, 0.2 s.
+        approx(cell.ttft_avg, 0.35 / 3.0);
+        approx(cell.ttft_p50, 0.1);
+        approx(cell.ttft_p90, 0.18);
+        // Latency over completed requests only: 0.14, 0.1 s.
+        approx(cell.request_latency_avg, 0.12);
+        approx(cell.request_latency_p99, 0.1 + 0.99 * 0.04);
+        // ITL: 0.04 / 2, 0.05 / 1, 0.01 / 1 s.
+        approx(cell.inter_token_latency_avg, 0.08 / 3.0);
+        approx(cell.output_tps_per_user_p50, 1.0 / 0.02);
+        approx(
+            cell.e2e_output_tps_per_user_avg,
+            (3.0 / 0.14 + 2.0 / 0.1) / 2.0,
+        );
+        // TTST: 0.02, 0.05, 0.01 s.
+        approx(cell.time_to_second_token_p50, 0.02);
+        // Lengths from completed requests: 3 and 2 tokens; prompt only r1 reported (5).
+        approx(cell.output_seq_len_avg, 2.5);
+        approx(cell.input_seq_len_avg, 5.0);
+        assert_eq!(
+            cell.early_stop_requests,
+            Some(1),
+            "r1 stopped; r2 hit the length"
+        );
+        // llama.cpp timings of r1 and r2.
+        assert_eq!(cell.timings_requests, Some(2));
+        approx(cell.timings_predicted_per_second_avg, 60.0);
+        approx(cell.timings_prompt_n_avg, 15.0);
+        approx(cell.timings_cache_n_avg, 2.0);
+        approx(cell.timings_draft_acceptance_rate, (10.0 + 6.0) / 20.0);
+        assert!(cell.warnings.is_empty(), "{:?}", cell.warnings);
+        // Samples: one per generated request.
+        assert_eq!(cell.request_samples.len(), 3);
+        let s = &cell.request_samples[0];
+        approx(s.ttft, 0.1);
+        approx(s.sent_at_window_s, -0.005);
+        assert_eq!(s.output_tokens, 3);
+        assert_eq!(s.input_tokens, Some(5));
+        approx(s.timings_predicted_per_second, 70.0);
+        approx(s.draft_acceptance_rate, 1.0);
+        assert!(s.completed && !cell.request_samples[2].completed);
+        assert!(cell.request_samples[2].cancelled);
+    }
+
+    #[test]
+    fn server_fields_without_drafts_and_clamped_reasoning() {
+        let base = Instant::now();
+        // Timings without a rate or draft counts (rate computed: 4 / 0.1 s), and a reasoning
+        // count (9) above the completion total (2).
+        let r = rec(
+            base,
+            0,
+            &[
+                (10, TOK),
+                (20, TOK),
+                (
+                    20,
+                    r#"{"choices":[{"index":0,"delta":{},"finish_reason":"stop"}],"usage":{"completion_tokens":2,"reasoning_tokens":9},"timings":{"predicted_n":4,"predicted_ms":100.0}}"#,
+                ),
+                (20, "[DONE]"),
+            ],
+            false,
+        );
+        let mut cell = CellResult::default();
+        fill_request_stats(&mut cell, &[&r], None);
+        assert_eq!(cell.timings_requests, Some(1));
+        assert_eq!(
+            cell.early_stop_requests,
+            Some(1),
+            "stopped before the length"
+        );
+        approx(cell.timings_predicted_per_second_avg, 40.0);
+        assert_eq!(cell.timings_prompt_n_avg, None);
+        assert_eq!(
+            cell.timings_draft_acceptance_rate, None,
+            "no speculation reported"
+        );
+        approx(cell.reasoning_tokens_avg, 2.0);
+        assert_eq!(cell.warnings.len(), 1, "{:?}", cell.warnings);
+        assert!(cell.warnings[0].contains("in 1 request(s)"));
+        assert_eq!(cell.request_samples[0].sent_at_window_s, None);
+        // No timings at all: the fields stay unset.
+        let plain = rec(base, 0, &[(10, TOK), (10, "[DONE]")], false);
+        let mut cell = CellResult::default();
+        fill_request_stats(&mut cell, &[&plain], None);
+        assert_eq!(cell.timings_requests, None);
+        assert!(cell.warnings.is_empty());
+    }
+}

@@ -559,7 +559,7 @@ mod rx_timestamps {
     }
 
     #[cfg(test)]
-    mod tests {
+    pub(super) mod tests {
         use super::*;
 
         #[test]
@@ -572,6 +572,90 @@ mod rx_timestamps {
             // a kernel time in the future (clock stepped back) or far in the past: read time
             assert_eq!(to_instant(real + Duration::from_secs(1), now, real), now);
             assert_eq!(to_instant(real - Duration::from_secs(3600), now, real), now);
+            // the 60 s limit: just below is converted, exactly 60 s is a clock step
+            let d = Duration::from_millis(59_999);
+            assert_eq!(to_instant(real - d, now, real), now - d);
+            assert_eq!(to_instant(real - Duration::from_secs(60), now, real), now);
+        }
+
+        /// A loopback pair with receive timestamps on, returned once the kernel stamps packets.
+        ///
+        /// Linux turns receive timestamping on system-wide *asynchronously* (a deferred static
+        /// key, `net_enable_timestamp`) when the first socket asks for it: packets that arrive
+        /// before that are not stamped (the read time is used). Keeping this pair open keeps
+        /// timestamping on for the rest of a test.
+        #[cfg(all(
+            target_os = "linux",
+            any(target_arch = "x86_64", target_arch = "aarch64")
+        ))]
+        pub(in crate::h1) async fn warm_timestamps() -> (TcpStream, std::net::TcpStream) {
+            use std::io::Write;
+            let listener = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+            let client = TcpStream::connect(listener.local_addr().unwrap())
+                .await
+                .unwrap();
+            enable(&client);
+            let (mut server, _) = listener.accept().unwrap();
+            let mut buf = [0u8; 16];
+            for _ in 0..200 {
+                server.write_all(b"w").unwrap();
+                std::thread::sleep(Duration::from_millis(5));
+                let (_, at) = read(&client, &mut buf).await.unwrap();
+                if Instant::now().saturating_duration_since(at) >= Duration::from_millis(4) {
+                    return (client, server);
+                }
+            }
+            panic!("no kernel receive timestamps after 200 tries (SO_TIMESTAMPNS)");
+        }
+
+        /// Bytes that waited 50 ms in the socket are stamped with their kernel arrival, not with
+        /// the read (kills the loss of `SO_TIMESTAMPNS`, docs/mutants.md).
+        #[cfg(all(
+            target_os = "linux",
+            any(target_arch = "x86_64", target_arch = "aarch64")
+        ))]
+        #[test]
+        fn reads_carry_the_kernel_arrival_time() {
+            use std::io::Write;
+            let rt = tokio::runtime::Builder::new_current_thread()
+                .enable_all()
+                .build()
+                .unwrap();
+            rt.block_on(async {
+                let _warm = warm_timestamps().await;
+                let listener = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+                let client = TcpStream::connect(listener.local_addr().unwrap())
+                    .await
+                    .unwrap();
+                enable(&client);
+                let (mut server, _) = listener.accept().unwrap();
+                let before_write = Instant::now();
+                server.write_all(b"hello").unwrap();
+                let written = Instant::now();
+                std::thread::sleep(Duration::from_millis(50));
+                let mut buf = [0u8; 64];
+                let (n, at) = read(&client, &mut buf).await.unwrap();
+                let read_at = Instant::now();
+                assert_eq!(&buf[..n], b"hello");
+                // arrival between the write call and its return; the slack covers the error of
+                // the (monotonic, realtime) pair when the reader is descheduled between the two
+                // clock reads on a loaded machine
+                assert!(
+                    at + Duration::from_millis(20) >= before_write
+                        && at <= written + Duration::from_millis(5),
+                    "arrival {:?} after the write returned",
+                    at.saturating_duration_since(written)
+                );
+                assert!(
+                    read_at.saturating_duration_since(at) >= Duration::from_millis(45),
+                    "stamped {:?} before the read: not the kernel arrival",
+                    read_at.saturating_duration_since(at)
+                );
+                // end of stream: 0 bytes, not an error
+                drop(server);
+                let (n, _) = read(&client, &mut buf).await.unwrap();
+                assert_eq!(n, 0);
+            });
         }
     }
 }
@@ -874,6 +958,110 @@ mod tests {
         assert!(parse_head(b"garbage\r\n\r\n").is_err());
         let h = parse_head(b"HTTP/1.0 200 OK\r\n\r\n").unwrap().unwrap();
         assert_eq!((h.framing, h.keep_alive), (Framing::Close, false));
+    }
+
+    /// Through `start` and `H1Stream::next`: a body chunk that waited ~60 ms in the socket gets
+    /// its arrival time, and the wait is reported as read delay.
+    #[cfg(all(
+        target_os = "linux",
+        any(target_arch = "x86_64", target_arch = "aarch64")
+    ))]
+    #[test]
+    fn stream_reads_report_arrival_and_read_delay() {
+        use std::io::{Read, Write};
+        let listener = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+        let addr = listener.local_addr().unwrap().to_string();
+        let (tx, rx) = std::sync::mpsc::channel::<(Instant, Instant)>();
+        let server = std::thread::spawn(move || {
+            let (mut s, _) = listener.accept().unwrap();
+            let mut req = Vec::new();
+            let mut b = [0u8; 1024];
+            while !req.ends_with(b"{}") {
+                let n = s.read(&mut b).unwrap();
+                assert!(n > 0);
+                req.extend_from_slice(&b[..n]);
+            }
+            s.write_all(b"HTTP/1.1 200 OK\r\nContent-Type: text/event-stream\r\nTransfer-Encoding: chunked\r\n\r\n9\r\ndata: a\n\n\r\n").unwrap();
+            std::thread::sleep(Duration::from_millis(20));
+            let before = Instant::now();
+            s.write_all(b"9\r\ndata: b\n\n\r\n0\r\n\r\n").unwrap();
+            tx.send((before, Instant::now())).unwrap();
+            std::thread::sleep(Duration::from_millis(200));
+        });
+        let ep = H1Endpoint {
+            connect_to: addr.clone(),
+            host_header: addr,
+            path_prefix: String::new(),
+            authorization: None,
+        };
+        let rt = tokio::runtime::Builder::new_current_thread()
+            .enable_all()
+            .build()
+            .unwrap();
+        rt.block_on(async {
+            let _warm = rx_timestamps::tests::warm_timestamps().await;
+            let conn = H1Conn::connect(&ep).await.unwrap();
+            let (mut stream, _sent) = match start(&ep, conn, "/v1/x", b"{}", false).await {
+                Ok(s) => s,
+                Err(e) => panic!("start: {e:?}"),
+            };
+            assert_eq!(stream.content_type(), Some("text/event-stream"));
+            let mut out = Vec::new();
+            while !out.ends_with(b"data: a\n\n") {
+                stream.next(&mut out).await.unwrap().expect("first chunk");
+            }
+            let (before, written) = rx.recv().unwrap();
+            std::thread::sleep(Duration::from_millis(60));
+            let mut at = None;
+            while let Some(t) = stream.next(&mut out).await.unwrap() {
+                at = Some(t);
+            }
+            let read_at = Instant::now();
+            let at = at.expect("second chunk");
+            assert_eq!(out, b"data: a\n\ndata: b\n\n");
+            // slack: see `reads_carry_the_kernel_arrival_time`
+            assert!(
+                at + Duration::from_millis(20) >= before
+                    && at <= written + Duration::from_millis(5)
+            );
+            assert!(read_at.saturating_duration_since(at) >= Duration::from_millis(55));
+            let d = stream.read_delay();
+            assert!(d.reads >= 1, "{d:?}");
+            assert!(d.max_s >= 0.055 && d.total_s >= d.max_s, "{d:?}");
+            assert!(
+                stream.into_reusable().is_some(),
+                "keep-alive, body complete"
+            );
+        });
+        server.join().unwrap();
+    }
+
+    #[test]
+    fn read_delays_merge_by_sum_and_max() {
+        let mut a = ReadDelay {
+            reads: 2,
+            total_s: 0.5,
+            max_s: 0.3,
+        };
+        a.merge(&ReadDelay {
+            reads: 3,
+            total_s: 0.25,
+            max_s: 0.4,
+        });
+        assert_eq!(
+            a,
+            ReadDelay {
+                reads: 5,
+                total_s: 0.75,
+                max_s: 0.4
+            }
+        );
+        let mut r = ReadDelay::default();
+        r.record(Instant::now() - Duration::from_millis(20));
+        r.record(Instant::now() - Duration::from_millis(10));
+        assert_eq!(r.reads, 2);
+        assert!(r.max_s >= 0.02 && r.max_s < 1.0, "{r:?}");
+        assert!(r.total_s >= 0.03 && r.total_s < 2.0, "{r:?}");
     }
 
     #[test]

@@ -769,3 +769,284 @@ async fn run_stream_reqwest(
     }
     acc.close(clean_eof, was_cancelled, transport_error)
 }
+
+#[cfg(test)]
+mod tests {
+    //! Window crediting and per-event accounting, on crafted streams with known arrival times
+    //! (found by `cargo mutants`, docs/mutants.md).
+
+    use super::*;
+
+    const TOK: &str = r#"{"choices":[{"index":0,"delta":{"content":"a"},"finish_reason":null}]}"#;
+    const FINISH: &str = r#"{"choices":[{"index":0,"delta":{},"finish_reason":"stop"}]}"#;
+
+    fn ms(base: Instant, m: u64) -> Instant {
+        base + Duration::from_millis(m)
+    }
+
+    /// A window `[start_ms, end_ms]` after `base`, as `open_after` publishes it (offsets in ns
+    /// from the epoch), without its `Instant::now()`.
+    fn clock(base: Instant, start_ms: u64, end_ms: u64) -> WindowClock {
+        let c = WindowClock::new(base);
+        c.end_ns.store(end_ms * 1_000_000, Ordering::SeqCst);
+        c.start_ns.store(start_ms * 1_000_000, Ordering::SeqCst);
+        c
+    }
+
+    /// Each `(ms, payload)` as one `data:` event in its own read at `base + ms`; clean end.
+    fn replay_ct(
+        hooks: &StreamHooks<'_>,
+        base: Instant,
+        content_type: &str,
+        events: &[(u64, &str)],
+    ) -> StreamOutcome {
+        let mut acc = Accounting::new(hooks, base, None, Some(content_type));
+        for (m, p) in events {
+            acc.push(format!("data: {p}\n\n").as_bytes(), ms(base, *m));
+        }
+        acc.finish_framer(ms(base, events.last().map_or(0, |e| e.0) + 1));
+        acc.close(true, false, None)
+    }
+
+    fn replay(hooks: &StreamHooks<'_>, base: Instant, events: &[(u64, &str)]) -> StreamOutcome {
+        replay_ct(hooks, base, "text/event-stream", events)
+    }
+
+    fn usage(completion: u64) -> String {
+        format!(
+            r#"{{"choices":[],"usage":{{"prompt_tokens":3,"completion_tokens":{completion}}}}}"#
+        )
+    }
+
+    fn tok_usage(completion: u64) -> String {
+        format!(
+            r#"{{"choices":[{{"index":0,"delta":{{"content":"a"}},"finish_reason":null}}],"usage":{{"completion_tokens":{completion}}}}}"#
+        )
+    }
+
+    #[test]
+    fn window_edges_are_inclusive_and_tokens_outside_are_not_credited() {
+        let base = Instant::now();
+        let w = clock(base, 15, 35);
+        let hooks = StreamHooks {
+            window: Some(&w),
+            ..Default::default()
+        };
+        // before, at the start, inside, at the end, after
+        let out = replay(
+            &hooks,
+            base,
+            &[
+                (10, TOK),
+                (15, TOK),
+                (25, TOK),
+                (35, TOK),
+                (40, TOK),
+                (40, "[DONE]"),
+            ],
+        );
+        assert_eq!(out.record.output_tokens, 5);
+        assert!(out.record.completed);
+        assert_eq!(out.window_tokens, 3, "tokens at 15, 25 and 35 ms");
+        assert_eq!(out.window_token_events, 3);
+    }
+
+    #[test]
+    fn untimed_usage_tokens_belong_to_the_last_token_time() {
+        let base = Instant::now();
+        let w = clock(base, 15, 35);
+        let hooks = StreamHooks {
+            window: Some(&w),
+            ..Default::default()
+        };
+        // Two token events inside the window; the final usage (5) arrives after the window end:
+        // its 3 extra tokens were generated with the last token event (30 ms), inside.
+        let late = usage(5);
+        let out = replay(
+            &hooks,
+            base,
+            &[
+                (20, TOK),
+                (30, TOK),
+                (30, FINISH),
+                (50, &late),
+                (50, "[DONE]"),
+            ],
+        );
+        assert_eq!(out.record.output_tokens, 5);
+        assert_eq!(out.window_tokens, 5);
+        assert_eq!(
+            out.window_token_events, 2,
+            "the usage chunk is not a token event"
+        );
+        // The other way round: the token event is before the window, the usage chunk inside.
+        let inside = usage(3);
+        let out = replay(
+            &hooks,
+            base,
+            &[(10, TOK), (10, FINISH), (20, &inside), (20, "[DONE]")],
+        );
+        assert_eq!(out.record.output_tokens, 3);
+        assert_eq!(
+            out.window_tokens, 0,
+            "all 3 tokens belong to 10 ms, before the window"
+        );
+        assert_eq!(out.window_token_events, 0);
+    }
+
+    #[test]
+    fn token_events_without_usage_growth_still_count_as_window_events() {
+        let base = Instant::now();
+        let w = clock(base, 0, 100);
+        let live = AtomicU64::new(0);
+        let hooks = StreamHooks {
+            window: Some(&w),
+            live_tokens: Some(&live),
+            ..Default::default()
+        };
+        let (u2, u4) = (tok_usage(2), tok_usage(4));
+        let fin = usage(6);
+        // 2 tokens in one event (speculative decoding), an event whose usage did not grow, 2 more,
+        // then a usage-only chunk adding 2 (untimed, credited at 30 ms).
+        let out = replay(
+            &hooks,
+            base,
+            &[
+                (10, &u2),
+                (20, &u2),
+                (30, &u4),
+                (30, FINISH),
+                (40, &fin),
+                (40, "[DONE]"),
+            ],
+        );
+        assert_eq!(out.record.output_tokens, 6);
+        assert_eq!(out.record.token_events, 3);
+        assert_eq!(out.window_tokens, 6);
+        assert_eq!(out.window_token_events, 3);
+        assert_eq!(
+            live.load(Ordering::Relaxed),
+            6,
+            "live tok/s gets every counted token"
+        );
+    }
+
+    #[test]
+    fn no_window_or_unopened_window_credits_nothing() {
+        let base = Instant::now();
+        let events = [(10, TOK), (20, TOK), (20, "[DONE]")];
+        let out = replay(&StreamHooks::default(), base, &events);
+        assert_eq!((out.record.output_tokens, out.window_tokens), (2, 0));
+        let w = WindowClock::new(base);
+        assert_eq!(w.window(), None);
+        let hooks = StreamHooks {
+            window: Some(&w),
+            ..Default::default()
+        };
+        let out = replay(&hooks, base, &events);
+        assert_eq!((out.window_tokens, out.window_token_events), (0, 0));
+    }
+
+    #[test]
+    fn open_after_publishes_start_after_the_margin_and_the_exact_duration() {
+        let epoch = Instant::now();
+        let w = WindowClock::new(epoch);
+        let before = Instant::now();
+        let (s, e) = w.open_after(Duration::from_millis(50), Duration::from_secs(4));
+        let after = Instant::now();
+        assert!(
+            s >= before + Duration::from_millis(50),
+            "start is margin after now"
+        );
+        assert!(s <= after + Duration::from_millis(50));
+        assert_eq!(e - s, Duration::from_secs(4));
+        assert_eq!(
+            w.window(),
+            Some((s, e)),
+            "ns offsets from the epoch round-trip exactly"
+        );
+    }
+
+    #[test]
+    fn silences_longer_than_the_stall_floor_are_reported() {
+        let base = Instant::now();
+        let late = 10 + STALL_FLOOR.as_millis() as u64 + 500;
+        let out = replay(
+            &StreamHooks::default(),
+            base,
+            &[(10, TOK), (20, TOK), (late, TOK), (late, "[DONE]")],
+        );
+        assert_eq!(out.record.output_tokens, 3);
+        assert_eq!(out.facts.long_gaps, vec![(ms(base, 20), ms(base, late))]);
+    }
+
+    #[test]
+    fn first_token_hook_fires_once_per_stream() {
+        let base = Instant::now();
+        let (flag, counter) = (AtomicBool::new(false), AtomicU64::new(0));
+        let hooks = StreamHooks {
+            first_token: Some((&flag, &counter)),
+            ..Default::default()
+        };
+        let out = replay(
+            &hooks,
+            base,
+            &[(10, TOK), (20, TOK), (30, TOK), (30, "[DONE]")],
+        );
+        assert_eq!(out.record.output_tokens, 3);
+        assert!(flag.load(Ordering::Relaxed));
+        assert_eq!(counter.load(Ordering::Relaxed), 1);
+    }
+
+    #[test]
+    fn usage_bound_is_per_event_allowance_plus_text_bytes() {
+        assert_eq!(usage_bound(3, 10), 3 * MAX_TOKENS_PER_EVENT + 10);
+        assert_eq!(
+            usage_bound(0, 0),
+            MAX_TOKENS_PER_EVENT,
+            "at least one event"
+        );
+        assert_eq!(usage_bound(u64::MAX, 5), u64::MAX, "saturates");
+        // One event carrying 6 bytes of content and 2 of reasoning: bound 64 + 8 = 72.
+        let chunk = |n: u64| {
+            format!(
+                r#"{{"choices":[{{"index":0,"delta":{{"content":"abcdef","reasoning_content":"xy"}}}}],"usage":{{"completion_tokens":{n}}}}}"#
+            )
+        };
+        let base = Instant::now();
+        let hooks = StreamHooks::default();
+        let at_bound = chunk(MAX_TOKENS_PER_EVENT + 8);
+        let out = replay(&hooks, base, &[(10, &at_bound), (10, "[DONE]")]);
+        assert_eq!(
+            out.facts.usage_jump, None,
+            "72 tokens over 8 bytes in 1 event is plausible"
+        );
+        let above = chunk(MAX_TOKENS_PER_EVENT + 9);
+        let out = replay(&hooks, base, &[(10, &above), (10, "[DONE]")]);
+        assert_eq!(out.facts.usage_jump, Some((MAX_TOKENS_PER_EVENT + 9, 1)));
+    }
+
+    #[test]
+    fn sse_body_under_a_json_content_type_is_still_a_stream() {
+        let base = Instant::now();
+        let out = replay_ct(
+            &StreamHooks::default(),
+            base,
+            "application/json",
+            &[(10, TOK), (20, TOK), (20, "[DONE]")],
+        );
+        assert_eq!(out.record.error, None);
+        assert_eq!(out.facts.kind, None);
+        assert!(out.record.completed);
+        // The same content type with a plain JSON body is `not_streaming`.
+        let hooks = StreamHooks::default();
+        let mut acc = Accounting::new(&hooks, base, None, Some("application/json"));
+        acc.push(
+            br#"{"choices":[{"message":{"content":"hi"}}]}"#,
+            ms(base, 10),
+        );
+        acc.finish_framer(ms(base, 11));
+        let out = acc.close(true, false, None);
+        assert_eq!(out.facts.kind, Some(FailureKind::NotStreaming));
+    }
+}

@@ -208,3 +208,42 @@ fn an_endless_line_is_bounded_and_reported() {
     f.reset();
     assert!(!f.overflowed());
 }
+
+/// The limit is 16 MiB: a 4 MiB event (a long reasoning chunk, a tool call's arguments) is
+/// dispatched whole, split over many reads (found by `cargo mutants`, docs/mutants.md).
+#[test]
+fn a_large_event_below_the_limit_is_dispatched() {
+    assert_eq!(servebench_sse::MAX_EVENT_BYTES, 16 * 1024 * 1024);
+    let t0 = Instant::now();
+    let mut f = SseFramer::new();
+    let text = "y".repeat(4 * 1024 * 1024);
+    let body = format!("data: {{\"choices\":[{{\"delta\":{{\"content\":\"{text}\"}}}}]}}\n\n");
+    let mut got = Vec::new();
+    for piece in body.as_bytes().chunks(64 * 1024) {
+        f.push(piece, t0, |ev| got.push(ev.data.len()));
+    }
+    assert!(!f.overflowed());
+    assert_eq!(got, vec![body.len() - "data: ".len() - 2]);
+}
+
+/// Overflow is detected however the bytes arrive: reads that step over the limit without
+/// landing on it, for an unterminated line and for an event of many `data:` lines (found by
+/// `cargo mutants`, docs/mutants.md).
+#[test]
+fn overflow_is_detected_when_reads_step_over_the_limit() {
+    let t0 = Instant::now();
+    let mut f = SseFramer::new();
+    let chunk = vec![b'x'; 3 * 1024 * 1024]; // 3, 6, ..., 15, 18 MiB: never exactly 16
+    for _ in 0..6 {
+        f.push(&chunk, t0, |_| panic!("no event"));
+    }
+    assert!(f.overflowed(), "an 18 MiB line");
+    let mut f = SseFramer::new();
+    let mut line = b"data: ".to_vec();
+    line.extend_from_slice(&vec![b'y'; 3 * 1024 * 1024]);
+    line.push(b'\n');
+    for _ in 0..6 {
+        f.push(&line, t0, |_| panic!("no event"));
+    }
+    assert!(f.overflowed(), "an event of six 3 MiB data lines");
+}

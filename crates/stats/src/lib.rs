@@ -216,6 +216,80 @@ mod tests {
     }
 
     #[test]
+    fn percentile_edges_and_clamping() {
+        let v = [1.0, 2.0, 3.0, 4.0];
+        assert_eq!(percentile_sorted(&v, 0.0), 1.0);
+        assert_eq!(
+            percentile_sorted(&v, 100.0),
+            4.0,
+            "the max, not an index past it"
+        );
+        // numpy.percentile([1,2,3,4], 25) = 1.75; 60 -> 2.8
+        assert_eq!(percentile_sorted(&v, 25.0), 1.75);
+        assert!((percentile_sorted(&v, 60.0) - 2.8).abs() < 1e-12);
+        assert_eq!(percentile_sorted(&v, 150.0), 4.0, "clamped to 100");
+        assert_eq!(percentile_sorted(&v, -5.0), 1.0, "clamped to 0");
+        assert_eq!(percentile_sorted(&[7.5], 99.0), 7.5);
+        assert!(percentile_sorted(&[], 50.0).is_nan());
+        // numpy.percentile([10, 20, 40], 75) = 30 (k = 1.5)
+        assert_eq!(percentile_sorted(&[10.0, 20.0, 40.0], 75.0), 30.0);
+    }
+
+    #[test]
+    fn unsorted_percentile_and_median_ignore_non_finite() {
+        assert_eq!(
+            percentile(&[4.0, f64::NAN, 1.0, 3.0, f64::INFINITY, 2.0], 50.0),
+            Some(2.5)
+        );
+        assert_eq!(percentile(&[40.0, 10.0, 20.0], 75.0), Some(30.0));
+        assert_eq!(percentile(&[f64::NAN], 50.0), None);
+        assert_eq!(percentile(&[], 50.0), None);
+        assert_eq!(median(&[3.0, 1.0, 2.0]), Some(2.0));
+        assert_eq!(median(&[]), None);
+    }
+
+    #[test]
+    fn summary_of_skewed_values() {
+        // mean 3, population variance (4 + 1 + 9) / 3, sorted before the percentiles
+        let s = Summary::of(&[6.0, 1.0, f64::NAN, 2.0]).unwrap();
+        assert_eq!(s.count, 3);
+        assert_eq!((s.min, s.max, s.avg, s.p50), (1.0, 6.0, 3.0, 2.0));
+        assert!((s.std - (14.0f64 / 3.0).sqrt()).abs() < 1e-12);
+        // numpy.percentile([1,2,6], [90, 99]) = [5.2, 5.92]
+        assert!((s.p90 - 5.2).abs() < 1e-12, "{}", s.p90);
+        assert!((s.p99 - 5.92).abs() < 1e-12, "{}", s.p99);
+    }
+
+    #[test]
+    fn std_is_stable_for_a_large_mean() {
+        // Deviations from the mean are squared (two-pass): the one-pass Σx² − n·mean² form
+        // cancels catastrophically here (it gives a negative variance). Values like offsets of
+        // 10⁸ s with 0.1–0.4 s spread; population variance of [0.1, 0.2, 0.4] = 0.14 / 9.
+        let s = Summary::of(&[1e8 + 0.1, 1e8 + 0.2, 1e8 + 0.4]).unwrap();
+        let want = (0.14f64 / 9.0).sqrt();
+        assert!((s.std - want).abs() < 1e-6, "{} vs {want}", s.std);
+    }
+
+    #[test]
+    fn samples_keep_finite_measurements_in_order() {
+        let mut s = Samples::new();
+        assert!(s.is_empty());
+        assert_eq!(s.summary(), None);
+        s.push(0.5);
+        s.push(f64::NAN);
+        s.push(f64::NEG_INFINITY);
+        s.push_opt(None);
+        s.push_opt(Some(0.25));
+        s.push_opt(Some(f64::INFINITY));
+        assert_eq!(s.values(), &[0.5, 0.25]);
+        assert_eq!(s.len(), 2);
+        assert!(!s.is_empty());
+        assert_eq!(s.summary().unwrap().p50, 0.375);
+        let c: Samples = [1.0, f64::NAN, 2.0].into_iter().collect();
+        assert_eq!(c.values(), &[1.0, 2.0]);
+    }
+
+    #[test]
     fn wilson_known_values() {
         // 8/10 at 95 %: (0.4902, 0.9433) — standard textbook value
         let (lo, hi) = wilson_interval(8, 10, 1.96).unwrap();
