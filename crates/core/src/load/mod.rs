@@ -218,8 +218,11 @@ struct Shared {
     failure: Mutex<FirstFailure>,
     failed: AtomicBool,
     waited: AtomicU64,
-    tx: mpsc::UnboundedSender<RequestOutcome>,
 }
+
+/// The sending side of the outcome channel: held only by the workers (and the open-loop
+/// dispatcher), so the channel closes once every request has ended.
+type Tx = mpsc::UnboundedSender<RequestOutcome>;
 
 /// A running load. Dropping it does not stop the requests; call [`Load::finish`].
 pub struct Load {
@@ -242,12 +245,11 @@ impl Load {
             failure: Mutex::new(None),
             failed: AtomicBool::new(false),
             waited: AtomicU64::new(0),
-            tx,
         });
         let next = Arc::new(AtomicU64::new(0));
         let workers = |n: u64, count: u64| -> Vec<JoinHandle<()>> {
             (0..n)
-                .map(|_| tokio::spawn(worker(shared.clone(), next.clone(), count)))
+                .map(|_| tokio::spawn(worker(shared.clone(), tx.clone(), next.clone(), count)))
                 .collect()
         };
         let tasks = match pattern {
@@ -258,10 +260,12 @@ impl Load {
                 max_concurrency,
             } => vec![tokio::spawn(open_loop(
                 shared.clone(),
+                tx.clone(),
                 schedule,
                 max_concurrency,
             ))],
         };
+        drop(tx);
         Load { shared, rx, tasks }
     }
 
@@ -337,6 +341,7 @@ impl Shared {
     /// must stop (this request failed under stop-on-failure).
     async fn request(
         &self,
+        tx: &Tx,
         conn: &mut Option<H1Conn>,
         index: u64,
         intended_at: Instant,
@@ -386,7 +391,7 @@ impl Shared {
             }
             self.failed.store(true, Ordering::SeqCst);
         }
-        let _ = self.tx.send(out);
+        let _ = tx.send(out);
         if failed && self.spec.stop_on_failure {
             self.stop.cancel();
             return false;
@@ -397,7 +402,7 @@ impl Shared {
 
 /// A closed-loop or batch worker: claims the next index from `next` until `count` (u64::MAX
 /// for a closed loop) and sends it on its own keep-alive connection.
-async fn worker(shared: Arc<Shared>, next: Arc<AtomicU64>, count: u64) {
+async fn worker(shared: Arc<Shared>, tx: Tx, next: Arc<AtomicU64>, count: u64) {
     let produced = AtomicBool::new(false);
     let mut conn = None;
     while !shared.stop.is_cancelled() {
@@ -406,7 +411,7 @@ async fn worker(shared: Arc<Shared>, next: Arc<AtomicU64>, count: u64) {
             break;
         }
         let go_on = shared
-            .request(&mut conn, index, Instant::now(), false, &produced)
+            .request(&tx, &mut conn, index, Instant::now(), false, &produced)
             .await;
         // A cut stream means the load (or the caller) is stopping.
         if !go_on || shared.stop.is_cancelled() {
@@ -417,7 +422,7 @@ async fn worker(shared: Arc<Shared>, next: Arc<AtomicU64>, count: u64) {
 
 /// The open-loop dispatcher: sends request k at `t0 + schedule[k]`, waiting for a slot when
 /// the cap is reached, then waits for every request to end.
-async fn open_loop(shared: Arc<Shared>, schedule: Vec<Duration>, cap: Option<u64>) {
+async fn open_loop(shared: Arc<Shared>, tx: Tx, schedule: Vec<Duration>, cap: Option<u64>) {
     let t0 = Instant::now();
     let slots = cap.map(|c| Arc::new(Semaphore::new(c.max(1) as usize)));
     let idle: Arc<Mutex<Vec<H1Conn>>> = Arc::new(Mutex::new(Vec::new()));
@@ -447,13 +452,13 @@ async fn open_loop(shared: Arc<Shared>, schedule: Vec<Duration>, cap: Option<u64
                 }
             },
         };
-        let (shared, idle) = (shared.clone(), idle.clone());
+        let (shared, idle, tx) = (shared.clone(), idle.clone(), tx.clone());
         running.spawn(async move {
             let _permit = permit;
             let mut conn = idle.lock().ok().and_then(|mut v| v.pop());
             let produced = AtomicBool::new(false);
             shared
-                .request(&mut conn, k as u64, intended, waited, &produced)
+                .request(&tx, &mut conn, k as u64, intended, waited, &produced)
                 .await;
             if let (Some(c), Ok(mut v)) = (conn, idle.lock()) {
                 v.push(c);

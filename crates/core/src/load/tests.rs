@@ -304,3 +304,33 @@ async fn bodies_come_from_the_closure_by_index() {
     }
     s.shutdown();
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_channel_closes_when_a_batch_ends() {
+    let s = sim(SimConfig {
+        decode_base_ms: 1.0,
+        ..Default::default()
+    });
+    let c = client(&s);
+    let mut load = Load::start(
+        &c,
+        spec(
+            LoadPattern::Batch {
+                count: 5,
+                concurrency: 2,
+            },
+            2,
+        ),
+        &CancellationToken::new(),
+    );
+    let mut n = 0;
+    while let Some(o) = load.next().await {
+        assert!(o.stream.record.completed);
+        n += 1;
+    }
+    assert_eq!(n, 5);
+    let r = load.finish().await;
+    assert!(r.outcomes.is_empty());
+    assert_eq!(r.sent, 5);
+    s.shutdown();
+}
