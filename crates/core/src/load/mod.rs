@@ -20,7 +20,9 @@
 //! Every worker (closed loop, batch) keeps its own keep-alive connection; open-loop requests
 //! take an idle connection from a shared pool and give it back when they end.
 
+pub mod readiness;
 pub mod scout;
+pub mod window;
 
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::{Arc, Mutex};
