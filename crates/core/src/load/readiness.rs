@@ -219,7 +219,8 @@ mod tests {
 
     /// One tick of a table: seconds after the start, producing streams, live tokens, the
     /// latest sample (seconds after the start it arrived, running, waiting).
-    type Tick = (f64, u64, u64, Option<(f64, Option<f64>, f64)>);
+    type Smp = Option<(f64, Option<f64>, f64)>;
+    type Tick = (f64, u64, u64, Smp);
 
     fn run(r: ReadinessRules, ticks: &[Tick]) -> Vec<Decision> {
         let t0 = Instant::now();
@@ -328,7 +329,7 @@ mod tests {
     fn timeouts_name_the_failing_condition() {
         let t = TIMEOUT.as_secs_f64();
         // (rules with server metrics, producing, live tokens, sample) → (reason, capacity evidence)
-        let table: &[(bool, u64, u64, Option<(f64, Option<f64>, f64)>, &str, bool)] = &[
+        let table: &[(bool, u64, u64, Smp, &str, bool)] = &[
             (false, 0, 0, None, "no_generation", false),
             (false, 2, 10, None, "active_streams=2/4", true),
             (
