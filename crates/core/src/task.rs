@@ -31,8 +31,7 @@
 //!   labelled `TRUNC` and counts as wrong.
 
 use std::collections::BTreeMap;
-use std::sync::atomic::{AtomicU64, Ordering};
-use std::sync::{Arc, Mutex};
+use std::sync::Arc;
 use std::time::Instant;
 
 use bytes::Bytes;
@@ -47,8 +46,9 @@ use tokio_util::sync::CancellationToken;
 
 use crate::error::ConfigError;
 use crate::events::EventSink;
+use crate::load::{Load, LoadPattern, LoadSpec};
 use crate::probe::probe_server;
-use crate::stream::{run_stream, StreamHooks, StreamOutcome};
+use crate::stream::StreamOutcome;
 use crate::target::{Endpoint, HttpClient, Target};
 
 /// Version of the task results format (`schema_version`).
@@ -839,7 +839,7 @@ struct Runner {
     client: HttpClient,
     path: &'static str,
     items: Vec<TaskItem>,
-    bodies: Vec<Bytes>,
+    bodies: Arc<Vec<Bytes>>,
     scorers: Vec<Option<Regex>>,
     source: ScoreSource,
     save_text: bool,
@@ -991,7 +991,8 @@ impl Runner {
     }
 }
 
-/// Runs `count` requests with `c` in flight; run indexes `first_index..first_index + count`.
+/// Runs `count` requests with `c` in flight on the load driver (a failed request does not stop
+/// the batch); run indexes `first_index..first_index + count`, item `(run_index − 1) mod items`.
 async fn run_batch(
     runner: &Arc<Runner>,
     phase: &'static str,
@@ -999,44 +1000,30 @@ async fn run_batch(
     count: u64,
     first_index: u64,
 ) -> Batch {
-    let next = Arc::new(AtomicU64::new(0));
-    let out: Arc<Mutex<Vec<(TaskRun, Instant, Instant)>>> = Arc::new(Mutex::new(Vec::new()));
-    let mut handles = Vec::new();
-    for _ in 0..c.min(count) {
-        let (runner, next, out) = (runner.clone(), next.clone(), out.clone());
-        handles.push(tokio::spawn(async move {
-            let mut conn = None;
-            loop {
-                let k = next.fetch_add(1, Ordering::SeqCst);
-                if k >= count || runner.cancel.is_cancelled() {
-                    break;
-                }
-                let run_index = first_index + k;
-                let item = ((run_index - 1) % runner.items.len() as u64) as usize;
-                let o = run_stream(
-                    &runner.client,
-                    &mut conn,
-                    runner.path,
-                    runner.bodies[item].clone(),
-                    StreamHooks {
-                        cancel: Some(&runner.cancel),
-                        capture_text: true,
-                        ..Default::default()
-                    },
-                )
-                .await;
-                let (sent, end) = (o.record.sent_at, o.record.end_at);
-                let run = runner.run_of(run_index, phase, c, item, o);
-                if let Ok(mut v) = out.lock() {
-                    v.push((run, sent, end));
-                }
-            }
-        }));
-    }
-    for h in handles {
-        let _ = h.await;
-    }
-    let mut v = std::mem::take(&mut *out.lock().unwrap_or_else(|e| e.into_inner()));
+    let items = runner.items.len() as u64;
+    let item_of = move |k: u64| ((first_index + k - 1) % items) as usize;
+    let bodies = runner.bodies.clone();
+    let mut spec = LoadSpec::new(
+        runner.path,
+        LoadPattern::Batch {
+            count,
+            concurrency: c,
+        },
+        Arc::new(move |k| bodies[item_of(k)].clone()),
+    );
+    spec.stop_on_failure = false;
+    spec.capture_text = true;
+    spec.deadline_in_flight = 0;
+    let report = Load::run(&runner.client, spec, &runner.cancel).await;
+    let mut v: Vec<(TaskRun, Instant, Instant)> = report
+        .outcomes
+        .into_iter()
+        .map(|o| {
+            let (sent, end) = (o.stream.record.sent_at, o.stream.record.end_at);
+            let run = runner.run_of(first_index + o.index, phase, c, item_of(o.index), o.stream);
+            (run, sent, end)
+        })
+        .collect();
     v.sort_by_key(|(r, _, _)| r.run_index);
     let span = match (v.iter().map(|x| x.1).min(), v.iter().map(|x| x.2).max()) {
         (Some(a), Some(b)) => Some((a, b)),
@@ -1098,11 +1085,12 @@ pub async fn run_task(
     let runner = Arc::new(Runner {
         client: client.clone(),
         path: endpoint.path(),
-        bodies: cfg
-            .items
-            .iter()
-            .map(|it| body(&it.prompt, cfg.max_tokens))
-            .collect(),
+        bodies: Arc::new(
+            cfg.items
+                .iter()
+                .map(|it| body(&it.prompt, cfg.max_tokens))
+                .collect(),
+        ),
         items: cfg.items.clone(),
         scorers: scorers.clone(),
         source: cfg.score_source,
@@ -1117,16 +1105,12 @@ pub async fn run_task(
     // Scout.
     let mut scout = None;
     if cfg.prefill_scout && !cancel.is_cancelled() {
-        let o = run_stream(
+        let o = crate::load::scout::single(
             &client,
-            &mut None,
             endpoint.path(),
             body(&cfg.items[0].prompt, 1),
-            StreamHooks {
-                cancel: Some(&cancel),
-                capture_text: true,
-                ..Default::default()
-            },
+            true,
+            &cancel,
         )
         .await;
         let run = runner.run_of(0, "prefill_scout", 1, 0, o);
