@@ -29,7 +29,10 @@ use crate::plan::CellSpec;
 use crate::plausibility::{apply_findings, check_requests, RequestFacts};
 use crate::stream::StreamFacts;
 use crate::target::HttpClient;
-use crate::telemetry::{apply_window, scrape_times, Sampler, ServerSample, Telemetry, TimedScrape};
+use crate::telemetry::{
+    apply_window, scrape_times, ClientWindow, Occupancy, Sampler, ServerSample, Telemetry,
+    TimedScrape, WindowEvidence,
+};
 
 /// Scrape period while a burst runs.
 const SAMPLE_EVERY: Duration = Duration::from_millis(500);
@@ -358,23 +361,22 @@ fn finish(
         let mut s: Vec<ServerSample> = edge_start.iter().map(|e| t.sample_of(e)).collect();
         s.extend(samples.into_iter().filter(|x| x.at >= start && x.at <= end));
         s.extend(edge_end.iter().map(|e| t.sample_of(e)));
-        apply_window(
-            result,
-            t.engine(),
-            edge_start.as_ref(),
-            edge_end.as_ref(),
-            &s,
-            c,
+        let evidence = WindowEvidence {
+            engine: t.engine(),
+            start: edge_start.as_ref(),
+            end: edge_end.as_ref(),
+            samples: &s,
+        };
+        let client = ClientWindow {
+            concurrency: c,
             tokens,
-            wall,
-        );
+            seconds: wall,
+            occupancy: Occupancy::Drains,
+        };
+        apply_window(result, &evidence, client);
         if let (Some(a), Some(b)) = (&edge_start, &edge_end) {
             result.server_scrapes = Some(scrape_times(start, a, b));
         }
-        // A burst ramps up and drains by design: only queueing marks it capacity-limited.
-        result.underfilled = false;
-        result.capacity_limited = result.avg_queue_reqs.unwrap_or(0.0) > 0.0
-            || result.queue_fraction.unwrap_or(0.0) > 0.0;
     }
     let max_tokens = crate::timeouts::body_max_tokens(&job.body).unwrap_or(0);
     let checks: Vec<RequestFacts> = records

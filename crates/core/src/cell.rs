@@ -51,7 +51,10 @@ use crate::plausibility::{
 use crate::procstat::process_cpu_seconds;
 use crate::stream::{StreamOutcome, WindowClock};
 use crate::target::HttpClient;
-use crate::telemetry::{apply_window, scrape_times, Sampler, ServerSample, Telemetry, TimedScrape};
+use crate::telemetry::{
+    apply_window, scrape_times, ClientWindow, Occupancy, Sampler, ServerSample, Telemetry,
+    TimedScrape, WindowEvidence,
+};
 /// Margin between the readiness decision and the window start (see [`WindowClock::open_after`]).
 const WINDOW_MARGIN: Duration = Duration::from_millis(20);
 /// Monitor tick.
@@ -685,16 +688,19 @@ impl SustainedMeasurement {
                     .cloned(),
             );
             samples.extend(sw.end.as_ref().map(|e| t.sample_of(e)));
-            apply_window(
-                result,
-                t.engine(),
-                sw.start.as_ref(),
-                sw.end.as_ref(),
-                &samples,
-                c,
-                tally.tokens,
-                window_s,
-            );
+            let evidence = WindowEvidence {
+                engine: t.engine(),
+                start: sw.start.as_ref(),
+                end: sw.end.as_ref(),
+                samples: &samples,
+            };
+            let client = ClientWindow {
+                concurrency: c,
+                tokens: tally.tokens,
+                seconds: window_s,
+                occupancy: Occupancy::Sustained,
+            };
+            apply_window(result, &evidence, client);
             if let (Some(a), Some(b)) = (&sw.start, &sw.end) {
                 result.server_scrapes = Some(scrape_times(w.start, a, b));
             }
