@@ -334,3 +334,34 @@ async fn the_channel_closes_when_a_batch_ends() {
     assert_eq!(r.sent, 5);
     s.shutdown();
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_scout_reports_success_failure_and_interruption() {
+    let s = sim(SimConfig {
+        decode_base_ms: 1.0,
+        fault_http_status: Some(503),
+        fault_every: 2,
+        ..Default::default()
+    });
+    let c = client(&s);
+    let path = Endpoint::Chat.path();
+    let cancel = CancellationToken::new();
+    assert!(matches!(
+        scout::scout(&c, path, body(1), &cancel).await,
+        scout::Scout::Done(o) if o.record.output_tokens == 1
+    ));
+    match scout::scout(&c, path, body(1), &cancel).await {
+        scout::Scout::Failed(o) => {
+            assert!(o.record.error.as_deref().unwrap_or("").contains("503"))
+        }
+        other => panic!("{other:?}"),
+    }
+    cancel.cancel();
+    assert!(matches!(
+        scout::scout(&c, path, body(1), &cancel).await,
+        scout::Scout::Interrupted
+    ));
+    let o = scout::single(&c, path, body(1), false, &cancel).await;
+    assert!(o.record.cancelled);
+    s.shutdown();
+}
