@@ -11,8 +11,8 @@
 //!   (from the measurement start to the end of the last request).
 //! * A failed request makes the cell `invalid` (the failure is kept as the reason).
 
-use std::sync::atomic::{AtomicU64, Ordering};
-use std::sync::{Arc, Mutex};
+use std::sync::atomic::Ordering;
+use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use bytes::Bytes;
@@ -23,11 +23,16 @@ use tokio_util::sync::CancellationToken;
 use crate::aggregate::fill_request_stats;
 use crate::events::{CellProgress, EventSink, Phase, RunEvent};
 use crate::failure::FirstFailure;
+use crate::load::scout::{scout_failure_reason, Scout, INTERRUPTED_REASON};
+use crate::load::{same_body, BodyFn, Load, LoadPattern, LoadSpec, RequestOutcome};
 use crate::plan::CellSpec;
 use crate::plausibility::{apply_findings, check_requests, RequestFacts};
-use crate::stream::{run_single, run_stream, StreamFacts, StreamHooks};
+use crate::stream::StreamFacts;
 use crate::target::HttpClient;
-use crate::telemetry::{apply_window, scrape_times, Sampler, ServerSample, Telemetry};
+use crate::telemetry::{
+    apply_window, scrape_times, ClientWindow, Occupancy, Sampler, ServerSample, Telemetry,
+    TimedScrape, WindowEvidence,
+};
 
 /// Scrape period while a burst runs.
 const SAMPLE_EVERY: Duration = Duration::from_millis(500);
@@ -67,97 +72,38 @@ pub struct BurstOutcome {
     pub records: Vec<RequestRecord>,
 }
 
-/// Runs `count` requests with at most `workers` in flight; stops early on the first failure or
-/// on `cancel`. Returns the records in completion order.
-#[allow(clippy::too_many_arguments)]
-async fn run_batch(
-    client: &HttpClient,
+/// The driver spec of `count` requests at most `c` in flight, stopping at the first failure.
+/// With cold prompts, request k carries the nonce of request number `first + k`.
+fn batch_spec(
     path: &'static str,
     body: &Bytes,
     cold: Option<(&str, u64)>,
     count: u64,
-    workers: u64,
-    cancel: &CancellationToken,
-    live_tokens: Arc<AtomicU64>,
-) -> Batch {
-    let next = Arc::new(AtomicU64::new(0));
-    let records: Arc<Mutex<Vec<(RequestRecord, StreamFacts)>>> =
-        Arc::new(Mutex::new(Vec::with_capacity(count as usize)));
-    let failure: Arc<Mutex<FirstFailure>> = Arc::new(Mutex::new(None));
-    let stop = cancel.child_token();
-    let mut handles = Vec::new();
-    let cold = cold.map(|(id, first)| (id.to_owned(), first));
-    for _ in 0..workers.min(count) {
-        let cold = cold.clone();
-        let (client, body, next, records, failure, stop, live) = (
-            client.clone(),
-            body.clone(),
-            next.clone(),
-            records.clone(),
-            failure.clone(),
-            stop.clone(),
-            live_tokens.clone(),
-        );
-        handles.push(tokio::spawn(async move {
-            let mut conn = None;
-            loop {
-                let i = next.fetch_add(1, Ordering::SeqCst);
-                if i >= count || stop.is_cancelled() {
-                    break;
-                }
-                let body = match &cold {
-                    Some((id, first)) => crate::cache::cold_body(&body, id, first + i),
-                    None => body.clone(),
-                };
-                let out = run_stream(
-                    &client,
-                    &mut conn,
-                    path,
-                    body,
-                    StreamHooks {
-                        cancel: Some(&stop),
-                        live_tokens: Some(&live),
-                        in_flight: workers,
-                        ..Default::default()
-                    },
-                )
-                .await;
-                let failed = out.record.error.clone().filter(|_| !out.record.cancelled);
-                let kind = out.facts.kind;
-                if let Ok(mut r) = records.lock() {
-                    r.push((out.record, out.facts));
-                }
-                if let Some(e) = failed {
-                    if let Ok(mut f) = failure.lock() {
-                        f.get_or_insert((e, kind));
-                    }
-                    stop.cancel();
-                    break;
-                }
-            }
-        }));
-    }
-    for h in handles {
-        let _ = h.await;
-    }
-    let recs = std::mem::take(&mut *records.lock().unwrap_or_else(|e| e.into_inner()));
-    let fail = failure.lock().ok().and_then(|f| f.clone());
-    let (records, facts) = recs.into_iter().unzip();
-    Batch {
-        records,
-        facts,
-        failure: fail,
-    }
+    c: u64,
+) -> LoadSpec {
+    let body_fn = match cold {
+        Some((id, first)) => {
+            let (body, id) = (body.clone(), id.to_owned());
+            Arc::new(move |k| crate::cache::cold_body(&body, &id, first + k)) as BodyFn
+        }
+        None => same_body(body.clone()),
+    };
+    LoadSpec::new(
+        path,
+        LoadPattern::Batch {
+            count,
+            concurrency: c,
+        },
+        body_fn,
+    )
 }
 
-/// What [`run_batch`] returns.
-struct Batch {
-    /// Records in completion order.
-    records: Vec<RequestRecord>,
-    /// Their fault facts, same order.
-    facts: Vec<StreamFacts>,
-    /// The first failure and its kind.
-    failure: FirstFailure,
+/// Records and fault facts of a finished batch, completion order.
+fn split(outcomes: Vec<RequestOutcome>) -> (Vec<RequestRecord>, Vec<StreamFacts>) {
+    outcomes
+        .into_iter()
+        .map(|o| (o.stream.record, o.stream.facts))
+        .unzip()
 }
 
 fn count_429(facts: &[StreamFacts], result: &mut CellResult) {
@@ -165,6 +111,33 @@ fn count_429(facts: &[StreamFacts], result: &mut CellResult) {
     let ret: u64 = facts.iter().map(|f| u64::from(f.retries)).sum();
     *result.rejected_requests.get_or_insert(0) += rej;
     *result.retried_requests.get_or_insert(0) += ret;
+}
+
+/// A cell that ended before its measurement finished (error, invalid warmup, Ctrl-C).
+fn ended(result: CellResult, scout: Option<RequestRecord>, interrupted: bool) -> BurstOutcome {
+    BurstOutcome {
+        result,
+        scout,
+        interrupted,
+        records: Vec::new(),
+    }
+}
+
+fn interrupted(mut result: CellResult, scout: Option<RequestRecord>) -> BurstOutcome {
+    result.status = CellStatus::SkippedUser;
+    result.status_reason = INTERRUPTED_REASON.into();
+    ended(result, scout, true)
+}
+
+/// What the measured batch gave.
+struct Measured {
+    records: Vec<RequestRecord>,
+    facts: Vec<StreamFacts>,
+    failure: FirstFailure,
+    start: Instant,
+    end: Instant,
+    edges: (Option<TimedScrape>, Option<TimedScrape>),
+    samples: Vec<ServerSample>,
 }
 
 /// Runs one Burst / E2E (or request-count) cell.
@@ -177,34 +150,26 @@ pub async fn run_burst_cell(
     run_cancel: &CancellationToken,
 ) -> BurstOutcome {
     let c = job.spec.concurrency;
-    let ctx = job.spec.context;
-    let label = format!("C={} ctx={}", c, servebench_results::format_context(ctx));
+    let label = format!(
+        "C={} ctx={}",
+        c,
+        servebench_results::format_context(job.spec.context)
+    );
     let t_cell = Instant::now();
     let mut result = CellResult {
         concurrency: c,
-        context_tokens: ctx,
+        context_tokens: job.spec.context,
         benchmark_mode: job.mode.into(),
         request_count_target: job.request_count,
         warmup_request_count: job.warmup_count,
         aggregate_source: "none".into(),
         ..Default::default()
     };
-    let interrupted = |mut result: CellResult, scout| {
-        result.status = CellStatus::SkippedUser;
-        result.status_reason =
-            "interrupted by the user (Ctrl-C, SIGTERM or SIGHUP) while the cell was running".into();
-        BurstOutcome {
-            result,
-            scout,
-            interrupted: true,
-            records: Vec::new(),
-        }
-    };
     events.emit(RunEvent::CellStarted {
         index: job.index,
         total: job.total,
         concurrency: c,
-        context: ctx,
+        context: job.spec.context,
         warmup: false,
     });
     events.log(format!(
@@ -214,65 +179,75 @@ pub async fn run_burst_cell(
 
     let mut scout = None;
     if let Some(body) = job.scout_body.clone() {
-        let out = run_single(client, path, body, run_cancel).await;
-        if run_cancel.is_cancelled() {
-            return interrupted(result, None);
+        match crate::load::scout::scout(client, path, body, run_cancel).await {
+            Scout::Interrupted => return interrupted(result, None),
+            Scout::Failed(out) => {
+                count_429(std::slice::from_ref(&out.facts), &mut result);
+                result.status = CellStatus::Error;
+                result.status_reason =
+                    scout_failure_reason(out.record.error.as_deref().unwrap_or_default());
+                result.error_kind = out.facts.kind.map(|k| k.as_str().into());
+                events.log(format!("cell error {label}: {}", result.status_reason));
+                return ended(result, Some(out.record), false);
+            }
+            Scout::Done(out) => {
+                count_429(std::slice::from_ref(&out.facts), &mut result);
+                result.prompt_tokens = out.record.prompt_tokens;
+                scout = Some(out.record);
+            }
         }
-        count_429(std::slice::from_ref(&out.facts), &mut result);
-        if let Some(err) = &out.record.error {
-            result.status = CellStatus::Error;
-            result.status_reason = format!(
-                "the cell's first request (sent alone before the C streams, to fill the prefix cache) failed: {err}"
-            );
-            result.error_kind = out.facts.kind.map(|k| k.as_str().into());
-            events.log(format!("cell error {label}: {}", result.status_reason));
-            return BurstOutcome {
-                result,
-                scout: Some(out.record),
-                interrupted: false,
-                records: Vec::new(),
-            };
-        }
-        result.prompt_tokens = out.record.prompt_tokens;
-        scout = Some(out.record);
     }
 
-    let live = Arc::new(AtomicU64::new(0));
     if job.warmup_count > 0 {
-        let Batch {
-            facts,
-            failure: fail,
-            ..
-        } = run_batch(
-            client,
-            path,
-            &job.body,
-            job.cold_run_id.as_deref().map(|id| (id, 0)),
-            job.warmup_count,
-            c,
-            run_cancel,
-            live.clone(),
-        )
-        .await;
+        let cold = job.cold_run_id.as_deref().map(|id| (id, 0));
+        let spec = batch_spec(path, &job.body, cold, job.warmup_count, c);
+        let report = Load::run(client, spec, run_cancel).await;
         if run_cancel.is_cancelled() {
             return interrupted(result, scout);
         }
-        count_429(&facts, &mut result);
-        if let Some((err, kind)) = fail {
+        count_429(&split(report.outcomes).1, &mut result);
+        if let Some((err, kind)) = report.first_failure {
             result.status = CellStatus::Invalid;
             result.status_reason = format!("a warmup request failed: {err}");
             result.error_kind = kind.map(|k| k.as_str().into());
             events.log(format!("cell invalid {label}: {}", result.status_reason));
-            return BurstOutcome {
-                result,
-                scout,
-                interrupted: false,
-                records: Vec::new(),
-            };
+            return ended(result, scout, false);
         }
     }
 
-    // Measurement.
+    let m = measure(client, path, &job, events, telemetry, run_cancel, t_cell).await;
+    if run_cancel.is_cancelled() {
+        return interrupted(result, scout);
+    }
+    result.wall_time = Some(t_cell.elapsed().as_secs_f64());
+    let records = finish(&mut result, &job, m, telemetry);
+    match (result.status, result.aggregate_tps) {
+        (CellStatus::Ok, Some(tps)) => events.log(format!(
+            "cell done {label} {tps:.1} tok/s ({}/{} completed)",
+            result.num_completed, job.request_count
+        )),
+        _ => events.log(format!("cell invalid {label}: {}", result.status_reason)),
+    }
+    BurstOutcome {
+        result,
+        scout,
+        interrupted: false,
+        records,
+    }
+}
+
+/// The measured batch: N requests at C with the server sampled beside it and scraped at its
+/// edges; progress every 250 ms.
+async fn measure(
+    client: &HttpClient,
+    path: &'static str,
+    job: &BurstJob,
+    events: &EventSink,
+    telemetry: Option<&Telemetry>,
+    run_cancel: &CancellationToken,
+    t_cell: Instant,
+) -> Measured {
+    let c = job.spec.concurrency;
     let stop_sampler = CancellationToken::new();
     let sampler = telemetry.map(|t| Sampler::spawn(t.clone(), SAMPLE_EVERY, stop_sampler.clone()));
     let edge_start = match telemetry {
@@ -280,88 +255,99 @@ pub async fn run_burst_cell(
         None => None,
     };
     events.log(format!(
-        "measure start {label} request-count={}",
+        "measure start C={} ctx={} request-count={}",
+        c,
+        servebench_results::format_context(job.spec.context),
         job.request_count
     ));
     let start = Instant::now();
-    let emit_progress = || {
-        events.emit(RunEvent::Progress(CellProgress {
-            concurrency: c,
-            context: ctx,
-            phase: Phase::Measuring,
-            active_streams: c,
-            elapsed_s: t_cell.elapsed().as_secs_f64(),
-            live_tps: Some(
-                live.load(Ordering::Relaxed) as f64 / start.elapsed().as_secs_f64().max(1e-3),
-            ),
-            window_elapsed_s: Some(start.elapsed().as_secs_f64()),
-            window_s: 0.0,
-            warmup: false,
-        }))
-    };
-    live.store(0, Ordering::Relaxed);
-    let batch = run_batch(
-        client,
-        path,
-        &job.body,
-        job.cold_run_id.as_deref().map(|id| (id, job.warmup_count)),
-        job.request_count,
-        c,
-        run_cancel,
-        live.clone(),
-    );
-    tokio::pin!(batch);
+    let cold = job.cold_run_id.as_deref().map(|id| (id, job.warmup_count));
+    let spec = batch_spec(path, &job.body, cold, job.request_count, c);
+    let mut load = Load::start(client, spec, run_cancel);
     let mut tick = tokio::time::interval(Duration::from_millis(250));
-    let Batch {
-        records,
-        facts,
-        failure,
-    } = loop {
+    let mut outcomes = Vec::with_capacity(job.request_count as usize);
+    loop {
         tokio::select! {
-            r = &mut batch => break r,
-            _ = tick.tick() => emit_progress(),
+            o = load.next() => match o {
+                Some(o) => outcomes.push(o),
+                None => break,
+            },
+            _ = tick.tick() => {
+                let live = load.counters().live_tokens.load(Ordering::Relaxed);
+                events.emit(RunEvent::Progress(CellProgress {
+                    concurrency: c,
+                    context: job.spec.context,
+                    phase: Phase::Measuring,
+                    active_streams: c,
+                    elapsed_s: t_cell.elapsed().as_secs_f64(),
+                    live_tps: Some(live as f64 / start.elapsed().as_secs_f64().max(1e-3)),
+                    window_elapsed_s: Some(start.elapsed().as_secs_f64()),
+                    window_s: 0.0,
+                    warmup: false,
+                }))
+            }
         }
-    };
+    }
+    let report = load.finish().await;
     let end = Instant::now();
+    outcomes.extend(report.outcomes);
     let edge_end = match telemetry {
         Some(t) => t.edge_scrape().await,
         None => None,
     };
     stop_sampler.cancel();
-    let samples: Vec<ServerSample> = match sampler {
+    let samples = match sampler {
         Some(s) => s.finish().await,
         None => Vec::new(),
     };
-    if run_cancel.is_cancelled() {
-        return interrupted(result, scout);
+    let (records, facts) = split(outcomes);
+    Measured {
+        records,
+        facts,
+        failure: report.first_failure,
+        start,
+        end,
+        edges: (edge_start, edge_end),
+        samples,
     }
+}
 
+/// Fills the result from the measured batch; returns its records.
+fn finish(
+    result: &mut CellResult,
+    job: &BurstJob,
+    m: Measured,
+    telemetry: Option<&Telemetry>,
+) -> Vec<RequestRecord> {
+    let c = job.spec.concurrency;
+    let Measured {
+        records,
+        facts,
+        failure,
+        start,
+        end,
+        edges: (edge_start, edge_end),
+        samples,
+    } = m;
     let wall = end.duration_since(start).as_secs_f64();
     let refs: Vec<&RequestRecord> = records.iter().collect();
-    fill_request_stats(&mut result, &refs, None);
+    fill_request_stats(result, &refs, None);
     result.num_completed = records.iter().filter(|r| r.completed).count() as u64;
     result.num_errors = records
         .iter()
         .filter(|r| r.error.is_some() && !r.cancelled)
         .count() as u64;
-    result.wall_time = Some(t_cell.elapsed().as_secs_f64());
     result.ready_reason = format!(
         "request_count={}, warmup_request_count={}",
         job.request_count, job.warmup_count
     );
     result.measurement_seconds = Some(wall);
-    count_429(&facts, &mut result);
+    count_429(&facts, result);
     if let Some((err, kind)) = failure {
         result.status = CellStatus::Invalid;
         result.status_reason = format!("a request failed: {err}");
         result.error_kind = kind.map(|k| k.as_str().into());
-        events.log(format!("cell invalid {label}: {}", result.status_reason));
-        return BurstOutcome {
-            result,
-            scout,
-            interrupted: false,
-            records,
-        };
+        return records;
     }
     let tokens: u64 = records
         .iter()
@@ -375,23 +361,22 @@ pub async fn run_burst_cell(
         let mut s: Vec<ServerSample> = edge_start.iter().map(|e| t.sample_of(e)).collect();
         s.extend(samples.into_iter().filter(|x| x.at >= start && x.at <= end));
         s.extend(edge_end.iter().map(|e| t.sample_of(e)));
-        apply_window(
-            &mut result,
-            t.engine(),
-            edge_start.as_ref(),
-            edge_end.as_ref(),
-            &s,
-            c,
+        let evidence = WindowEvidence {
+            engine: t.engine(),
+            start: edge_start.as_ref(),
+            end: edge_end.as_ref(),
+            samples: &s,
+        };
+        let client = ClientWindow {
+            concurrency: c,
             tokens,
-            wall,
-        );
+            seconds: wall,
+            occupancy: Occupancy::Drains,
+        };
+        apply_window(result, &evidence, client);
         if let (Some(a), Some(b)) = (&edge_start, &edge_end) {
             result.server_scrapes = Some(scrape_times(start, a, b));
         }
-        // A burst ramps up and drains by design: only queueing marks it capacity-limited.
-        result.underfilled = false;
-        result.capacity_limited = result.avg_queue_reqs.unwrap_or(0.0) > 0.0
-            || result.queue_fraction.unwrap_or(0.0) > 0.0;
     }
     let max_tokens = crate::timeouts::body_max_tokens(&job.body).unwrap_or(0);
     let checks: Vec<RequestFacts> = records
@@ -413,18 +398,6 @@ pub async fn run_burst_cell(
         result.aggregate_tps = Some(tps);
         result.per_request_avg_tps = Some(tps / c as f64);
     }
-    apply_findings(&mut result, findings);
-    match (result.status, result.aggregate_tps) {
-        (CellStatus::Ok, Some(tps)) => events.log(format!(
-            "cell done {label} {tps:.1} tok/s ({}/{} completed)",
-            result.num_completed, job.request_count
-        )),
-        _ => events.log(format!("cell invalid {label}: {}", result.status_reason)),
-    }
-    BurstOutcome {
-        result,
-        scout,
-        interrupted: false,
-        records,
-    }
+    apply_findings(result, findings);
+    records
 }

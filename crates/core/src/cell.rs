@@ -21,9 +21,15 @@
 //! Any stream failure (HTTP error, error object in the stream, transport error, malformed SSE,
 //! empty stream) aborts the cell as `invalid` with the error text — concurrency is never silently
 //! lowered.
+//!
+//! Shape: the streams are a [`LoadPattern::ClosedLoop`] on the load driver; readiness is the
+//! pure [`Readiness`] machine fed once per monitor tick; the window is a
+//! [`Window`] and its totals a [`WindowTally`]. What the cell measured is gathered in a
+//! [`SustainedMeasurement`] and becomes the seed-compatible [`CellResult`] in one function,
+//! [`SustainedMeasurement::into_result`].
 
-use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
-use std::sync::{Arc, Mutex};
+use std::sync::atomic::Ordering;
+use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use bytes::Bytes;
@@ -33,18 +39,22 @@ use tokio_util::sync::CancellationToken;
 
 use crate::aggregate::fill_request_stats;
 use crate::events::{CellProgress, EventSink, LiveFeed, Phase, RunEvent};
+use crate::failure::FirstFailure;
+use crate::load::readiness::{Decision, Observation, Readiness, ReadinessRules};
+use crate::load::scout::{scout, scout_failure_reason, Scout, INTERRUPTED_REASON};
+use crate::load::window::{Window, WindowStep, WindowTally};
+use crate::load::{same_body, BodyFn, Load, LoadPattern, LoadSpec};
 use crate::plan::CellSpec;
 use crate::plausibility::{
     analyze_stalls, apply_findings, check_requests, stall_findings, RequestFacts, StallInput,
 };
 use crate::procstat::process_cpu_seconds;
-use crate::stream::{run_single, run_stream, StreamHooks, StreamOutcome, WindowClock};
+use crate::stream::{StreamOutcome, WindowClock};
 use crate::target::HttpClient;
 use crate::telemetry::{
-    apply_window, missing_evidence, scrape_times, server_readiness, timeout_is_capacity_evidence,
-    Sampler, ServerReadiness, ServerSample, Telemetry, TimedScrape,
+    apply_window, scrape_times, ClientWindow, Occupancy, Sampler, ServerSample, Telemetry,
+    TimedScrape, WindowEvidence,
 };
-
 /// Margin between the readiness decision and the window start (see [`WindowClock::open_after`]).
 const WINDOW_MARGIN: Duration = Duration::from_millis(20);
 /// Monitor tick.
@@ -126,21 +136,145 @@ pub struct CellOutcome {
     pub records: Vec<RequestRecord>,
 }
 
-struct Shared {
-    window: WindowClock,
-    active: AtomicU64,
-    completed: AtomicU64,
-    live_tokens: AtomicU64,
-    first_error: Mutex<crate::failure::FirstFailure>,
-    outcomes: Mutex<Vec<StreamOutcome>>,
+/// How readiness ended.
+#[derive(Clone, Debug, PartialEq)]
+pub struct ReadyVerdict {
+    /// `ready_reason` of the cell (`warmup_timeout` after a timeout).
+    pub ready_reason: String,
+    /// After a timeout: its failing condition and whether that is capacity evidence.
+    pub timed_out: Option<(String, bool)>,
+    /// The client-side fallback warning, when readiness had no server evidence.
+    pub warning: Option<String>,
+    /// Seconds from the cell start to the decision.
+    pub warmup_s: f64,
 }
 
-impl Shared {
-    fn failed(&self) -> bool {
-        self.first_error
-            .lock()
-            .map(|e| e.is_some())
-            .unwrap_or(false)
+/// The server's side of the window: the edge scrapes and the samples inside.
+pub struct ServerWindow {
+    /// The engine's telemetry.
+    pub telemetry: Telemetry,
+    /// Scrape when the window opened.
+    pub start: Option<TimedScrape>,
+    /// Scrape just before the streams were cut.
+    pub end: Option<TimedScrape>,
+    /// Sampler samples taken inside the window (edges not included).
+    pub samples: Vec<ServerSample>,
+}
+
+/// What one sustained cell measured: the domain view the pool, readiness and window produce.
+/// [`SustainedMeasurement::into_result`] is the one place it becomes the seed's [`CellResult`].
+pub struct SustainedMeasurement {
+    /// Coordinates.
+    pub spec: CellSpec,
+    /// Prompt tokens of the scout (None without one).
+    pub scout_prompt_tokens: Option<u64>,
+    /// Readiness, when it was decided.
+    pub ready: Option<ReadyVerdict>,
+    /// The measured window, when it opened.
+    pub window: Option<Window>,
+    /// Every request of the cell (ramp-up and window), completion order.
+    pub outcomes: Vec<StreamOutcome>,
+    /// The first failed stream.
+    pub failure: FirstFailure,
+    /// Largest monitor tick lag in the window, ms.
+    pub max_tick_lag_ms: f64,
+    /// Process CPU seconds used during the window.
+    pub cpu_s: Option<f64>,
+    /// Server telemetry of the window (metrics in use and the window opened).
+    pub server: Option<ServerWindow>,
+    /// Seconds from the cell start to the streams' end.
+    pub wall_s: f64,
+}
+
+/// Live tok/s between progress events.
+struct LiveRate {
+    last: (Instant, u64),
+    tps: Option<f64>,
+}
+
+impl LiveRate {
+    fn update(&mut self, now: Instant, tokens: u64) -> Option<f64> {
+        let dt = now.duration_since(self.last.0).as_secs_f64();
+        if dt > 0.0 {
+            self.tps = Some(tokens.saturating_sub(self.last.1) as f64 / dt);
+        }
+        self.last = (now, tokens);
+        self.tps
+    }
+}
+
+/// The cell's monitor: folds the driver's outcomes and sends progress and live events.
+struct Monitor<'e> {
+    events: &'e EventSink,
+    feed: LiveFeed,
+    outcomes: Vec<StreamOutcome>,
+    live: LiveRate,
+    last_progress: Instant,
+    spec: CellSpec,
+    t_cell: Instant,
+    window_s: f64,
+    warmup: bool,
+}
+
+impl Monitor<'_> {
+    fn progress(&self, phase: Phase, active: u64, live_tps: Option<f64>, window: Option<f64>) {
+        self.events.emit(RunEvent::Progress(CellProgress {
+            concurrency: self.spec.concurrency,
+            context: self.spec.context,
+            phase,
+            active_streams: active,
+            elapsed_s: self.t_cell.elapsed().as_secs_f64(),
+            live_tps,
+            window_elapsed_s: window,
+            window_s: self.window_s,
+            warmup: self.warmup,
+        }))
+    }
+
+    /// Takes the finished requests and, every [`PROGRESS_EVERY`], reports progress.
+    fn tick(
+        &mut self,
+        now: Instant,
+        load: &mut Load,
+        sampler: Option<&Sampler>,
+        phase: Phase,
+        window_elapsed: Option<f64>,
+    ) {
+        let mut done = Vec::new();
+        load.drain(&mut done);
+        self.outcomes.extend(done.into_iter().map(|o| o.stream));
+        if now.duration_since(self.last_progress) < PROGRESS_EVERY {
+            return;
+        }
+        self.last_progress = now;
+        let c = load.counters();
+        let tps = self.live.update(now, c.live_tokens.load(Ordering::Relaxed));
+        self.progress(
+            phase,
+            c.producing.load(Ordering::Relaxed),
+            tps,
+            window_elapsed,
+        );
+        let latest = sampler.and_then(|s| s.latest());
+        self.feed.tick(self.events, &self.outcomes, latest.as_ref());
+    }
+}
+
+/// A fresh monotonic interval at the monitor tick, delaying missed ticks.
+fn ticker() -> tokio::time::Interval {
+    let mut t = tokio::time::interval(TICK);
+    t.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
+    t
+}
+
+/// The C streams' body closure: the shared body, or (cold prompts) its own nonce per request.
+fn decode_bodies(job: &CellJob) -> BodyFn {
+    match &job.cold_run_id {
+        Some(id) => {
+            let (body, id) = (job.decode_body.clone(), id.clone());
+            Arc::new(move |k| crate::cache::cold_body(&body, &id, k))
+        }
+        None => same_body(job.decode_body.clone()),
     }
 }
 
@@ -155,330 +289,94 @@ pub async fn run_sustained_cell(
     run_cancel: &CancellationToken,
 ) -> CellOutcome {
     let c = job.spec.concurrency;
-    let ctx = job.spec.context;
-    let label = format!("C={} ctx={}", c, servebench_results::format_context(ctx));
+    let label = cell_label(&job.spec);
     let t_cell = Instant::now();
-    let mut result = CellResult {
-        concurrency: c,
-        context_tokens: ctx,
-        benchmark_mode: "duration".into(),
-        ..Default::default()
-    };
-    let progress =
-        |phase: Phase, active: u64, live_tps: Option<f64>, window_elapsed: Option<f64>| {
-            events.emit(RunEvent::Progress(CellProgress {
-                concurrency: c,
-                context: ctx,
-                phase,
-                active_streams: active,
-                elapsed_s: t_cell.elapsed().as_secs_f64(),
-                live_tps,
-                window_elapsed_s: window_elapsed,
-                window_s: settings.duration.as_secs_f64(),
-                warmup: job.warmup,
-            }))
-        };
     events.emit(RunEvent::CellStarted {
         index: job.index,
         total: job.total,
         concurrency: c,
-        context: ctx,
+        context: job.spec.context,
         warmup: job.warmup,
     });
     events.log(format!("cell start {label}"));
-    let mut feed = LiveFeed::new(job.index, job.warmup, t_cell);
+    let mut mon = Monitor {
+        events,
+        feed: LiveFeed::new(job.index, job.warmup, t_cell),
+        outcomes: Vec::new(),
+        live: LiveRate {
+            last: (Instant::now(), 0),
+            tps: None,
+        },
+        last_progress: Instant::now(),
+        spec: job.spec,
+        t_cell,
+        window_s: settings.duration.as_secs_f64(),
+        warmup: job.warmup,
+    };
 
     // 1. Scout.
     let mut scout_record = None;
     if let Some(body) = job.scout_body.clone() {
-        feed.phase(events, Phase::Scout, None);
-        progress(Phase::Scout, 0, None, None);
-        let out = run_single(client, settings.path, body, run_cancel).await;
-        if run_cancel.is_cancelled() {
-            return interrupted(result, t_cell, None);
+        mon.feed.phase(events, Phase::Scout, None);
+        mon.progress(Phase::Scout, 0, None, None);
+        match scout(client, settings.path, body, run_cancel).await {
+            Scout::Interrupted => return interrupted(base_result(&job.spec), t_cell, None),
+            Scout::Failed(out) => return scout_failed(&job.spec, out, t_cell, events),
+            Scout::Done(out) => scout_record = Some(out.record),
         }
-        if let Some(err) = &out.record.error {
-            result.status = CellStatus::Error;
-            result.status_reason = format!(
-                "the cell's first request (sent alone before the C streams, to fill the prefix cache) failed: {err}"
-            );
-            result.error_kind = out.facts.kind.map(|k| k.as_str().into());
-            result.rejected_requests = Some(u64::from(out.facts.rejected));
-            result.retried_requests = Some(u64::from(out.facts.retries));
-            result.num_errors = 1;
-            result.wall_time = Some(t_cell.elapsed().as_secs_f64());
-            events.log(format!("cell error {label}: {}", result.status_reason));
-            return CellOutcome {
-                result,
-                scout: Some(out.record),
-                interrupted: false,
-                window: None,
-                records: Vec::new(),
-            };
-        }
-        result.prompt_tokens = out.record.prompt_tokens;
-        scout_record = Some(out.record);
     }
     let t_after_scout = Instant::now();
-    feed.phase(events, Phase::RampUp, Some(job.ready_timeout.as_secs_f64()));
+    mon.feed
+        .phase(events, Phase::RampUp, Some(job.ready_timeout.as_secs_f64()));
 
     // 2. Streams.
-    let cell_cancel = run_cancel.child_token();
-    let shared = Arc::new(Shared {
-        window: WindowClock::new(t_cell),
-        active: AtomicU64::new(0),
-        completed: AtomicU64::new(0),
-        live_tokens: AtomicU64::new(0),
-        first_error: Mutex::new(None),
-        outcomes: Mutex::new(Vec::new()),
-    });
-    let mut workers = Vec::with_capacity(c as usize);
-    let request_no = Arc::new(AtomicU64::new(0));
-    for _ in 0..c {
-        let (request_no, cold) = (request_no.clone(), job.cold_run_id.clone());
-        let shared = shared.clone();
-        let cancel = cell_cancel.clone();
-        let client = client.clone();
-        let body = job.decode_body.clone();
-        let path = settings.path;
-        workers.push(tokio::spawn(async move {
-            let produced = AtomicBool::new(false);
-            let mut conn = None;
-            loop {
-                if cancel.is_cancelled() {
-                    break;
-                }
-                let body = match &cold {
-                    Some(id) => crate::cache::cold_body(
-                        &body,
-                        id,
-                        request_no.fetch_add(1, Ordering::Relaxed),
-                    ),
-                    None => body.clone(),
-                };
-                let out = run_stream(
-                    &client,
-                    &mut conn,
-                    path,
-                    body,
-                    StreamHooks {
-                        window: Some(&shared.window),
-                        cancel: Some(&cancel),
-                        live_tokens: Some(&shared.live_tokens),
-                        first_token: Some((&produced, &shared.active)),
-                        capture_text: false,
-                        in_flight: c,
-                        ..Default::default()
-                    },
-                )
-                .await;
-                if out.record.completed {
-                    shared.completed.fetch_add(1, Ordering::Relaxed);
-                }
-                let failed = out.record.error.clone().filter(|_| !out.record.cancelled);
-                let kind = out.facts.kind;
-                let cut = out.record.cancelled;
-                if let Ok(mut o) = shared.outcomes.lock() {
-                    o.push(out);
-                }
-                if let Some(err) = failed {
-                    if let Ok(mut fe) = shared.first_error.lock() {
-                        fe.get_or_insert((err, kind));
-                    }
-                    cancel.cancel();
-                    break;
-                }
-                if cut {
-                    break;
-                }
-            }
-        }));
-    }
-
-    // 3. Readiness (client streams, plus the server's scheduler when metrics exist).
-    let sampler_stop = cell_cancel.child_token();
+    let clock = Arc::new(WindowClock::new(t_cell));
+    let mut spec = LoadSpec::new(
+        settings.path,
+        LoadPattern::ClosedLoop { concurrency: c },
+        decode_bodies(&job),
+    );
+    spec.window = Some(clock.clone());
+    let mut load = Load::start(client, spec, run_cancel);
+    let sampler_stop = run_cancel.child_token();
     let sampler = telemetry.map(|t| Sampler::spawn(t.clone(), SAMPLE_EVERY, sampler_stop.clone()));
-    let mut ticker = tokio::time::interval(TICK);
-    ticker.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
-    let mut stable_since: Option<Instant> = None;
-    let mut last_progress = Instant::now();
-    let mut last_live = (Instant::now(), 0u64);
-    let mut live_tps: Option<f64> = None;
-    let mut update_live = |now: Instant, shared: &Shared| {
-        let tokens = shared.live_tokens.load(Ordering::Relaxed);
-        let dt = now.duration_since(last_live.0).as_secs_f64();
-        if dt > 0.0 {
-            live_tps = Some((tokens - last_live.1) as f64 / dt);
-        }
-        last_live = (now, tokens);
-        live_tps
+
+    // 3. Readiness.
+    let rules = ReadinessRules {
+        concurrency: c,
+        stable: settings.stable_window,
+        timeout: job.ready_timeout,
+        max_tokens: settings.max_tokens,
+        server_metrics: sampler.is_some(),
+        stale: STALE_SAMPLE,
     };
-    let mut last_sample_at: Option<Instant> = None;
-    let mut server_state: Option<ServerReadiness> = None;
-    let stable_s = settings.stable_window.as_secs_f64();
-    let open = loop {
-        let scheduled = ticker.tick().await;
-        let now = Instant::now();
-        feed.lag(
-            now.saturating_duration_since(scheduled.into_std())
-                .as_secs_f64()
-                * 1e3,
-        );
-        if run_cancel.is_cancelled() || shared.failed() {
-            break false;
-        }
-        let active = shared.active.load(Ordering::Relaxed);
-        let client_ok = active >= c;
-        if let Some(sm) = &sampler {
-            let latest = sm.latest();
-            let since = now.saturating_duration_since(t_after_scout);
-            match missing_evidence(latest.as_ref(), now, since, STALE_SAMPLE) {
-                None => {
-                    let smp = latest.expect("judged sample");
-                    if last_sample_at != Some(smp.at) {
-                        last_sample_at = Some(smp.at);
-                        let generating = shared.live_tokens.load(Ordering::Relaxed) > 0;
-                        let completed = shared.completed.load(Ordering::Relaxed);
-                        server_state = Some(server_readiness(
-                            &smp,
-                            c,
-                            generating,
-                            settings.max_tokens,
-                            completed,
-                        ));
-                    }
-                }
-                // first scrape still on its way
-                Some(why) if why.is_empty() => server_state = None,
-                Some(why) => server_state = Some(ServerReadiness::missing(why)),
-            }
-        }
-        // Without server evidence (gauges missing, scrapes failing or empty) readiness falls
-        // back to the client's streams; it never waits out its timeout for lack of data.
-        let server_ok = match &server_state {
-            None => sampler.is_none(),
-            Some(s) => s.permits(),
-        };
-        if client_ok && server_ok {
-            let since = *stable_since.get_or_insert(now);
-            feed.phase(events, Phase::Readiness, Some(stable_s));
-            if now.duration_since(since) >= settings.stable_window {
-                if let Some(s) = server_state.as_ref().filter(|s| !s.evidence) {
-                    result.warnings.push(format!(
-                        "server readiness unavailable ({}): readiness from the client's streams only",
-                        s.missing
-                    ));
-                }
-                result.ready_reason = match &server_state {
-                    Some(s) => format!(
-                        "{}, active_streams={active}/{c}, stable={stable_s:.1}s",
-                        s.reason
-                    ),
-                    None => format!(
-                        "metrics_unavailable, active_streams={active}/{c}, stable={stable_s:.1}s"
-                    ),
-                };
-                break true;
-            }
-        } else {
-            stable_since = None;
-            feed.phase(events, Phase::RampUp, Some(job.ready_timeout.as_secs_f64()));
-        }
-        if now.duration_since(t_after_scout) >= job.ready_timeout {
-            result.warmup_timed_out = true;
-            result.ready_reason = "warmup_timeout".into();
-            result.timeout_reason = match &server_state {
-                _ if sampler.is_none() && active == 0 => "no_generation".into(),
-                None if sampler.is_some() => "metrics_unavailable".into(),
-                Some(s) if s.evidence && !s.ready => s.failing.clone(),
-                _ if !client_ok => format!("active_streams={active}/{c}"),
-                _ if active == 0 => "no_generation".into(),
-                _ => "not_stable".into(),
-            };
-            events.warn(format!("warmup timeout {label} {}", result.timeout_reason));
-            break true;
-        }
-        if now.duration_since(last_progress) >= PROGRESS_EVERY {
-            last_progress = now;
-            let tps = update_live(now, &shared);
-            let phase = if stable_since.is_some() {
-                Phase::Readiness
-            } else {
-                Phase::RampUp
-            };
-            progress(phase, active, tps, None);
-            feed.tick(
-                events,
-                &shared.outcomes,
-                sampler.as_ref().and_then(|s| s.latest()).as_ref(),
-            );
-        }
-    };
-    let ready_at = Instant::now();
-    let (window_start, window_end) = if open {
-        let (s, e) = shared.window.open_after(WINDOW_MARGIN, settings.duration);
-        (Some(s), Some(e))
-    } else {
-        (None, None)
-    };
+    let ready = await_readiness(
+        &mut mon,
+        &mut load,
+        sampler.as_ref(),
+        Readiness::new(rules, t_after_scout),
+        (&label, job.ready_timeout, settings.stable_window),
+        run_cancel,
+    )
+    .await;
+    let window = ready.as_ref().map(|_| {
+        let (start, end) = clock.open_after(WINDOW_MARGIN, settings.duration);
+        Window { start, end }
+    });
 
     // 4. Window.
-    let mut max_lag_ms: f64 = 0.0;
-    let mut cpu_used: Option<f64> = None;
-    let mut edge_start: Option<TimedScrape> = None;
-    let mut edge_end: Option<TimedScrape> = None;
-    if let (Some(start), Some(end)) = (window_start, window_end) {
-        result.warmup_duration = Some(ready_at.duration_since(t_cell).as_secs_f64());
-        if !job.warmup || !result.ready_reason.is_empty() {
-            events.log(format!("ready {label} {}", result.ready_reason));
-        }
-        tokio::time::sleep_until(start.into()).await;
-        feed.phase(
-            events,
-            Phase::Measuring,
-            Some(settings.duration.as_secs_f64()),
-        );
-        let cpu0 = process_cpu_seconds();
-        if let Some(t) = telemetry {
-            edge_start = t.edge_scrape().await;
-        }
-        let mut ticker = tokio::time::interval(TICK);
-        ticker.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
-        loop {
-            let scheduled = ticker.tick().await;
-            let now = Instant::now();
-            let lag_ms = now
-                .saturating_duration_since(scheduled.into_std())
-                .as_secs_f64()
-                * 1e3;
-            max_lag_ms = max_lag_ms.max(lag_ms);
-            feed.lag(lag_ms);
-            if now >= end || run_cancel.is_cancelled() || shared.failed() {
-                break;
-            }
-            if now.duration_since(last_progress) >= PROGRESS_EVERY {
-                last_progress = now;
-                let tps = update_live(now, &shared);
-                progress(
-                    Phase::Measuring,
-                    shared.active.load(Ordering::Relaxed),
-                    tps,
-                    Some(now.duration_since(start).as_secs_f64()),
-                );
-                feed.tick(
-                    events,
-                    &shared.outcomes,
-                    sampler.as_ref().and_then(|s| s.latest()).as_ref(),
-                );
-            }
-        }
-        if let Some(t) = telemetry {
-            edge_end = t.edge_scrape().await;
-        }
-        cpu_used = match (cpu0, process_cpu_seconds()) {
-            (Some(a), Some(b)) => Some(b - a),
-            _ => None,
-        };
+    let mut measured = WindowRun::default();
+    if let (Some(w), Some(r)) = (window, &ready) {
+        events.log(format!("ready {label} {}", r.ready_reason));
+        measured = measure_window(
+            &mut mon,
+            &mut load,
+            sampler.as_ref(),
+            telemetry,
+            w,
+            run_cancel,
+        )
+        .await;
     }
 
     // 5. Close.
@@ -487,205 +385,33 @@ pub async fn run_sustained_cell(
         Some(sm) => sm.finish().await,
         None => Vec::new(),
     };
-    cell_cancel.cancel();
-    for w in workers {
-        let _ = w.await;
-    }
-    let t_done = Instant::now();
-    result.wall_time = Some(t_done.duration_since(t_cell).as_secs_f64());
-    if run_cancel.is_cancelled() {
-        return interrupted(result, t_cell, scout_record);
-    }
-    let outcomes = std::mem::take(&mut *shared.outcomes.lock().unwrap_or_else(|e| e.into_inner()));
-    let first_error = shared.first_error.lock().ok().and_then(|e| e.clone());
-
-    result.num_completed = outcomes.iter().filter(|o| o.record.completed).count() as u64;
-    result.num_errors = outcomes
-        .iter()
-        .filter(|o| o.record.error.is_some() && !o.record.cancelled)
-        .count() as u64;
-    result.rejected_requests = Some(outcomes.iter().map(|o| u64::from(o.facts.rejected)).sum());
-    result.retried_requests = Some(outcomes.iter().map(|o| u64::from(o.facts.retries)).sum());
-
-    if let Some((err, kind)) = first_error {
-        result.status = CellStatus::Invalid;
-        result.status_reason = format!("a stream failed: {err}");
-        result.error_kind = kind.map(|k| k.as_str().into());
-        events.log(format!("cell invalid {label}: {}", result.status_reason));
-        let recs: Vec<&RequestRecord> = outcomes.iter().map(|o| &o.record).collect();
-        fill_request_stats(&mut result, &recs, window_start);
-        return CellOutcome {
-            result,
-            scout: scout_record,
-            interrupted: false,
-            window: window_start.zip(window_end),
-            records: outcomes.into_iter().map(|o| o.record).collect(),
-        };
-    }
-    let (Some(start), Some(end)) = (window_start, window_end) else {
-        result.status = CellStatus::Error;
-        result.status_reason = "the measured window never opened".into();
-        return CellOutcome {
-            result,
-            scout: scout_record,
-            interrupted: false,
-            window: None,
-            records: outcomes.into_iter().map(|o| o.record).collect(),
-        };
+    load.stop();
+    let report = load.finish().await;
+    let mut outcomes = mon.outcomes;
+    outcomes.extend(report.outcomes.into_iter().map(|o| o.stream));
+    let m = SustainedMeasurement {
+        spec: job.spec,
+        scout_prompt_tokens: scout_record.as_ref().and_then(|r| r.prompt_tokens),
+        ready,
+        window,
+        outcomes,
+        failure: report.first_failure,
+        max_tick_lag_ms: measured.max_lag_ms,
+        cpu_s: measured.cpu_s,
+        server: telemetry
+            .filter(|_| window.is_some())
+            .map(|t| ServerWindow {
+                telemetry: t.clone(),
+                start: measured.edges.0,
+                end: measured.edges.1,
+                samples: window_samples,
+            }),
+        wall_s: t_cell.elapsed().as_secs_f64(),
     };
-
-    let window_s = end.duration_since(start).as_secs_f64();
-    let tokens: u64 = outcomes.iter().map(|o| o.window_tokens).sum();
-    let events_in_window: u64 = outcomes.iter().map(|o| o.window_token_events).sum();
-    let in_window: Vec<&RequestRecord> = outcomes
-        .iter()
-        .map(|o| &o.record)
-        .filter(|r| r.sent_at <= end && r.end_at >= start)
-        .collect();
-    let multi_event: Vec<&&RequestRecord> =
-        in_window.iter().filter(|r| r.token_events >= 2).collect();
-    let continuous = multi_event.iter().filter(|r| r.continuous_usage).count();
-    let all_continuous = !multi_event.is_empty() && continuous == multi_event.len();
-
-    result.measurement_seconds = Some(window_s);
-    result.measurement_wall_seconds = Some(window_s);
-    result.client_output_tokens = Some(tokens);
-    result.client_token_events = Some(events_in_window);
-    result.continuous_usage_requests = Some(continuous as u64);
-    result.total_tokens = Some(tokens);
-    result.aggregate_source = if tokens == 0 {
-        "none"
-    } else if all_continuous {
-        "openai_continuous_usage"
-    } else {
-        "openai_stream_chunks_fallback"
+    if run_cancel.is_cancelled() {
+        return interrupted(m.readiness_result(), t_cell, scout_record);
     }
-    .into();
-    fill_request_stats(&mut result, &in_window, Some(start));
-    if result.prompt_tokens.is_none() {
-        result.prompt_tokens = in_window.iter().find_map(|r| r.prompt_tokens);
-    }
-    if let Some(cpu) = cpu_used {
-        result.client_cpu_util = Some(cpu / window_s);
-    }
-    result.client_max_tick_lag_ms = Some(max_lag_ms);
-    let mut delay = crate::h1::ReadDelay::default();
-    for o in outcomes
-        .iter()
-        .filter(|o| o.record.sent_at <= end && o.record.end_at >= start)
-    {
-        delay.merge(&o.read_delay);
-    }
-    if delay.reads > 0 {
-        result.client_read_delay_avg_ms = Some(delay.total_s / delay.reads as f64 * 1e3);
-        result.client_read_delay_max_ms = Some(delay.max_s * 1e3);
-    }
-    if let Some(t) = telemetry {
-        let mut samples: Vec<ServerSample> = Vec::with_capacity(window_samples.len() + 2);
-        samples.extend(edge_start.as_ref().map(|e| t.sample_of(e)));
-        samples.extend(
-            window_samples
-                .into_iter()
-                .filter(|x| x.at >= start && x.at <= end),
-        );
-        samples.extend(edge_end.as_ref().map(|e| t.sample_of(e)));
-        apply_window(
-            &mut result,
-            t.engine(),
-            edge_start.as_ref(),
-            edge_end.as_ref(),
-            &samples,
-            c,
-            tokens,
-            window_s,
-        );
-        if let (Some(a), Some(b)) = (&edge_start, &edge_end) {
-            result.server_scrapes = Some(scrape_times(start, a, b));
-        }
-    }
-
-    // Warnings.
-    if tokens > 0 && !all_continuous {
-        result.warnings.push(format!(
-            "usage was not streamed on every chunk ({continuous} of {} requests): window tokens were counted one per SSE event, \
-             corrected by usage only when it arrived; multi-token chunks (speculative decoding) are undercounted",
-            multi_event.len()
-        ));
-    }
-    if in_window.iter().any(|r| r.nonmonotonic_usage) {
-        result.warnings.push(
-            "the server's usage.completion_tokens went down within a stream (not cumulative)"
-                .into(),
-        );
-    }
-    if in_window.iter().any(|r| r.usage_below_count) {
-        result
-            .warnings
-            .push("final usage reported fewer tokens than token events were seen".into());
-    }
-    if settings.ignore_eos && settings.max_tokens > 0 {
-        let done: Vec<&&RequestRecord> = in_window.iter().filter(|r| r.completed).collect();
-        let short = done
-            .iter()
-            .filter(|r| r.output_tokens < settings.max_tokens)
-            .count();
-        if short > 0 {
-            result.warnings.push(format!(
-                "{short} of {} completed requests stopped before max_tokens {} although ignore_eos was sent",
-                done.len(),
-                settings.max_tokens
-            ));
-        }
-    }
-    if max_lag_ms > TICK_LAG_WARN_MS {
-        result
-            .warnings
-            .push(tick_lag_warning(max_lag_ms, delay.reads > 0));
-    }
-
-    // Plausibility (every request of the cell) and stalls (requests of the window).
-    let facts: Vec<RequestFacts> = outcomes
-        .iter()
-        .map(|o| RequestFacts {
-            output_tokens: o.record.output_tokens,
-            usage_jump: o.facts.usage_jump,
-        })
-        .collect();
-    let mut findings = check_requests(&facts, settings.max_tokens);
-    let stall_inputs: Vec<StallInput<'_>> = outcomes
-        .iter()
-        .filter(|o| o.record.sent_at <= end && o.record.end_at >= start)
-        .map(|o| StallInput {
-            sent_at: o.record.sent_at,
-            end_at: o.record.end_at,
-            token_events_span: o
-                .record
-                .first_token_event_at
-                .zip(o.record.last_token_event_at),
-            token_events: o.record.token_events,
-            long_gaps: &o.facts.long_gaps,
-        })
-        .collect();
-    let stalls = analyze_stalls(
-        &stall_inputs,
-        (start, end),
-        result.chunk_inter_token_latency_p50,
-    );
-    findings.extend(stall_findings(&mut result, &stalls));
-
-    if tokens == 0 {
-        result.status = CellStatus::Invalid;
-        result.status_reason = "no output tokens arrived inside the measured window".into();
-        result.error_kind = Some("no_output".into());
-    } else {
-        let tps = tokens as f64 / window_s;
-        result.aggregate_tps = Some(tps);
-        result.per_request_avg_tps = Some(tps / c as f64);
-        if result.warmup_timed_out && timeout_is_capacity_evidence(&result.timeout_reason) {
-            result.capacity_limited = true;
-        }
-    }
-    apply_findings(&mut result, findings);
+    let (result, records) = m.into_result(settings);
     match (result.status, result.aggregate_tps) {
         (CellStatus::Ok, Some(tps)) => events.log(format!("cell done {label} {tps:.1} tok/s")),
         _ => events.log(format!("cell invalid {label}: {}", result.status_reason)),
@@ -694,8 +420,394 @@ pub async fn run_sustained_cell(
         result,
         scout: scout_record,
         interrupted: false,
-        window: Some((start, end)),
-        records: outcomes.into_iter().map(|o| o.record).collect(),
+        window: window.map(|w| (w.start, w.end)),
+        records,
+    }
+}
+
+fn cell_label(spec: &CellSpec) -> String {
+    format!(
+        "C={} ctx={}",
+        spec.concurrency,
+        servebench_results::format_context(spec.context)
+    )
+}
+
+fn base_result(spec: &CellSpec) -> CellResult {
+    CellResult {
+        concurrency: spec.concurrency,
+        context_tokens: spec.context,
+        benchmark_mode: "duration".into(),
+        ..Default::default()
+    }
+}
+
+/// The cell of a failed scout: `error`, with the scout's failure and 429 counts.
+fn scout_failed(
+    spec: &CellSpec,
+    out: StreamOutcome,
+    t_cell: Instant,
+    events: &EventSink,
+) -> CellOutcome {
+    let mut result = base_result(spec);
+    result.status = CellStatus::Error;
+    result.status_reason = scout_failure_reason(out.record.error.as_deref().unwrap_or_default());
+    result.error_kind = out.facts.kind.map(|k| k.as_str().into());
+    result.rejected_requests = Some(u64::from(out.facts.rejected));
+    result.retried_requests = Some(u64::from(out.facts.retries));
+    result.num_errors = 1;
+    result.wall_time = Some(t_cell.elapsed().as_secs_f64());
+    events.log(format!(
+        "cell error {}: {}",
+        cell_label(spec),
+        result.status_reason
+    ));
+    CellOutcome {
+        result,
+        scout: Some(out.record),
+        interrupted: false,
+        window: None,
+        records: Vec::new(),
+    }
+}
+
+/// Feeds the readiness machine once per tick until it decides; `None` when Ctrl-C or a failed
+/// stream ended the cell first. `limits`: label, readiness timeout, stable window.
+async fn await_readiness(
+    mon: &mut Monitor<'_>,
+    load: &mut Load,
+    sampler: Option<&Sampler>,
+    mut machine: Readiness,
+    limits: (&str, Duration, Duration),
+    run_cancel: &CancellationToken,
+) -> Option<ReadyVerdict> {
+    let (label, timeout, stable) = limits;
+    let events = mon.events;
+    let mut ticker = ticker();
+    loop {
+        let scheduled = ticker.tick().await;
+        let now = Instant::now();
+        mon.feed.lag(
+            now.saturating_duration_since(scheduled.into_std())
+                .as_secs_f64()
+                * 1e3,
+        );
+        if run_cancel.is_cancelled() || load.failed() {
+            return None;
+        }
+        let latest = sampler.and_then(|s| s.latest());
+        let counters = load.counters();
+        let decision = machine.observe(Observation {
+            now,
+            producing: counters.producing.load(Ordering::Relaxed),
+            live_tokens: counters.live_tokens.load(Ordering::Relaxed),
+            completed: counters.completed.load(Ordering::Relaxed),
+            latest: latest.as_ref(),
+        });
+        let warmup_s = || Instant::now().duration_since(mon.t_cell).as_secs_f64();
+        match decision {
+            Decision::Ready { reason, warning } => {
+                mon.feed
+                    .phase(events, Phase::Readiness, Some(stable.as_secs_f64()));
+                return Some(ReadyVerdict {
+                    ready_reason: reason,
+                    timed_out: None,
+                    warning,
+                    warmup_s: warmup_s(),
+                });
+            }
+            Decision::TimedOut {
+                reason,
+                capacity_evidence,
+            } => {
+                events.warn(format!("warmup timeout {label} {reason}"));
+                return Some(ReadyVerdict {
+                    ready_reason: "warmup_timeout".into(),
+                    timed_out: Some((reason, capacity_evidence)),
+                    warning: None,
+                    warmup_s: warmup_s(),
+                });
+            }
+            Decision::Waiting { stable: true } => {
+                mon.feed
+                    .phase(events, Phase::Readiness, Some(stable.as_secs_f64()));
+                mon.tick(now, load, sampler, Phase::Readiness, None);
+            }
+            Decision::Waiting { stable: false } => {
+                mon.feed
+                    .phase(events, Phase::RampUp, Some(timeout.as_secs_f64()));
+                mon.tick(now, load, sampler, Phase::RampUp, None);
+            }
+        }
+    }
+}
+
+/// What the window loop saw.
+#[derive(Default)]
+struct WindowRun {
+    max_lag_ms: f64,
+    cpu_s: Option<f64>,
+    edges: (Option<TimedScrape>, Option<TimedScrape>),
+}
+
+/// Waits for the window's start, scrapes its start edge, ticks until it closes (end, Ctrl-C,
+/// a failed stream), and scrapes its end edge before the streams are cut.
+async fn measure_window(
+    mon: &mut Monitor<'_>,
+    load: &mut Load,
+    sampler: Option<&Sampler>,
+    telemetry: Option<&Telemetry>,
+    w: Window,
+    run_cancel: &CancellationToken,
+) -> WindowRun {
+    tokio::time::sleep_until(w.start.into()).await;
+    mon.feed
+        .phase(mon.events, Phase::Measuring, Some(w.seconds()));
+    let cpu0 = process_cpu_seconds();
+    let mut run = WindowRun::default();
+    if let Some(t) = telemetry {
+        run.edges.0 = t.edge_scrape().await;
+    }
+    let mut ticker = ticker();
+    loop {
+        let scheduled = ticker.tick().await;
+        let now = Instant::now();
+        let lag_ms = now
+            .saturating_duration_since(scheduled.into_std())
+            .as_secs_f64()
+            * 1e3;
+        run.max_lag_ms = run.max_lag_ms.max(lag_ms);
+        mon.feed.lag(lag_ms);
+        match w.step(now, run_cancel.is_cancelled() || load.failed()) {
+            WindowStep::Close => break,
+            WindowStep::Before => {}
+            WindowStep::Measuring { elapsed_s } => {
+                mon.tick(now, load, sampler, Phase::Measuring, Some(elapsed_s))
+            }
+        }
+    }
+    if let Some(t) = telemetry {
+        run.edges.1 = t.edge_scrape().await;
+    }
+    run.cpu_s = match (cpu0, process_cpu_seconds()) {
+        (Some(a), Some(b)) => Some(b - a),
+        _ => None,
+    };
+    run
+}
+
+impl SustainedMeasurement {
+    /// The fields known before the window: coordinates, the scout's prompt tokens, readiness
+    /// (also what an interrupted cell reports).
+    fn readiness_result(&self) -> CellResult {
+        let mut result = base_result(&self.spec);
+        result.prompt_tokens = self.scout_prompt_tokens;
+        if let Some(r) = &self.ready {
+            result.warnings.extend(r.warning.clone());
+            result.ready_reason = r.ready_reason.clone();
+            if let Some((reason, _)) = &r.timed_out {
+                result.warmup_timed_out = true;
+                result.timeout_reason = reason.clone();
+            }
+            if self.window.is_some() {
+                result.warmup_duration = Some(r.warmup_s);
+            }
+        }
+        result
+    }
+
+    /// The seed-compatible result of the cell and every request's record (completion order).
+    /// The one mapping from the measurement to [`CellResult`].
+    pub fn into_result(self, settings: &CellSettings) -> (CellResult, Vec<RequestRecord>) {
+        let mut result = self.readiness_result();
+        result.wall_time = Some(self.wall_s);
+        let outs = &self.outcomes;
+        result.num_completed = outs.iter().filter(|o| o.record.completed).count() as u64;
+        result.num_errors = outs
+            .iter()
+            .filter(|o| o.record.error.is_some() && !o.record.cancelled)
+            .count() as u64;
+        result.rejected_requests = Some(outs.iter().map(|o| u64::from(o.facts.rejected)).sum());
+        result.retried_requests = Some(outs.iter().map(|o| u64::from(o.facts.retries)).sum());
+        if let Some((err, kind)) = &self.failure {
+            result.status = CellStatus::Invalid;
+            result.status_reason = format!("a stream failed: {err}");
+            result.error_kind = kind.map(|k| k.as_str().into());
+            let recs: Vec<&RequestRecord> = outs.iter().map(|o| &o.record).collect();
+            fill_request_stats(&mut result, &recs, self.window.map(|w| w.start));
+        } else if let Some(w) = self.window {
+            self.fill_window(&mut result, w, settings);
+        } else {
+            result.status = CellStatus::Error;
+            result.status_reason = "the measured window never opened".into();
+        }
+        let records = self.outcomes.into_iter().map(|o| o.record).collect();
+        (result, records)
+    }
+
+    /// The window's fields: client totals, request statistics, server deltas, warnings,
+    /// plausibility and the headline.
+    fn fill_window(&self, result: &mut CellResult, w: Window, settings: &CellSettings) {
+        let c = self.spec.concurrency;
+        let window_s = w.seconds();
+        let tally = WindowTally::of(&w, &self.outcomes);
+        let in_window: Vec<&RequestRecord> = self
+            .outcomes
+            .iter()
+            .map(|o| &o.record)
+            .filter(|r| w.holds(r))
+            .collect();
+        result.measurement_seconds = Some(window_s);
+        result.measurement_wall_seconds = Some(window_s);
+        result.client_output_tokens = Some(tally.tokens);
+        result.client_token_events = Some(tally.token_events);
+        result.continuous_usage_requests = Some(tally.continuous);
+        result.total_tokens = Some(tally.tokens);
+        result.aggregate_source = tally.aggregate_source().into();
+        fill_request_stats(result, &in_window, Some(w.start));
+        if result.prompt_tokens.is_none() {
+            result.prompt_tokens = in_window.iter().find_map(|r| r.prompt_tokens);
+        }
+        if let Some(cpu) = self.cpu_s {
+            result.client_cpu_util = Some(cpu / window_s);
+        }
+        result.client_max_tick_lag_ms = Some(self.max_tick_lag_ms);
+        let delay = &tally.read_delay;
+        if delay.reads > 0 {
+            result.client_read_delay_avg_ms = Some(delay.total_s / delay.reads as f64 * 1e3);
+            result.client_read_delay_max_ms = Some(delay.max_s * 1e3);
+        }
+        if let Some(sw) = &self.server {
+            let t = &sw.telemetry;
+            let mut samples: Vec<ServerSample> = Vec::with_capacity(sw.samples.len() + 2);
+            samples.extend(sw.start.as_ref().map(|e| t.sample_of(e)));
+            samples.extend(
+                sw.samples
+                    .iter()
+                    .filter(|x| x.at >= w.start && x.at <= w.end)
+                    .cloned(),
+            );
+            samples.extend(sw.end.as_ref().map(|e| t.sample_of(e)));
+            let evidence = WindowEvidence {
+                engine: t.engine(),
+                start: sw.start.as_ref(),
+                end: sw.end.as_ref(),
+                samples: &samples,
+            };
+            let client = ClientWindow {
+                concurrency: c,
+                tokens: tally.tokens,
+                seconds: window_s,
+                occupancy: Occupancy::Sustained,
+            };
+            apply_window(result, &evidence, client);
+            if let (Some(a), Some(b)) = (&sw.start, &sw.end) {
+                result.server_scrapes = Some(scrape_times(w.start, a, b));
+            }
+        }
+        self.window_warnings(result, &tally, &in_window, settings);
+        self.judge(result, w, &tally, settings);
+    }
+
+    /// Warnings about usage reporting, early stops and a descheduled client.
+    fn window_warnings(
+        &self,
+        result: &mut CellResult,
+        tally: &WindowTally,
+        in_window: &[&RequestRecord],
+        settings: &CellSettings,
+    ) {
+        if tally.tokens > 0 && !tally.all_continuous() {
+            result.warnings.push(format!(
+                "usage was not streamed on every chunk ({} of {} requests): window tokens were counted one per SSE event, \
+                 corrected by usage only when it arrived; multi-token chunks (speculative decoding) are undercounted",
+                tally.continuous, tally.multi_event
+            ));
+        }
+        if tally.nonmonotonic_usage {
+            result.warnings.push(
+                "the server's usage.completion_tokens went down within a stream (not cumulative)"
+                    .into(),
+            );
+        }
+        if tally.usage_below_count {
+            result
+                .warnings
+                .push("final usage reported fewer tokens than token events were seen".into());
+        }
+        if settings.ignore_eos && settings.max_tokens > 0 {
+            let done: Vec<&&RequestRecord> = in_window.iter().filter(|r| r.completed).collect();
+            let short = done
+                .iter()
+                .filter(|r| r.output_tokens < settings.max_tokens)
+                .count();
+            if short > 0 {
+                result.warnings.push(format!(
+                    "{short} of {} completed requests stopped before max_tokens {} although ignore_eos was sent",
+                    done.len(),
+                    settings.max_tokens
+                ));
+            }
+        }
+        if self.max_tick_lag_ms > TICK_LAG_WARN_MS {
+            result.warnings.push(tick_lag_warning(
+                self.max_tick_lag_ms,
+                tally.read_delay.reads > 0,
+            ));
+        }
+    }
+
+    /// Plausibility (every request) and stalls (requests of the window), then the headline:
+    /// `aggregate_tps` = window tokens / window length, or `invalid` without tokens.
+    fn judge(&self, result: &mut CellResult, w: Window, tally: &WindowTally, s: &CellSettings) {
+        let facts: Vec<RequestFacts> = self
+            .outcomes
+            .iter()
+            .map(|o| RequestFacts {
+                output_tokens: o.record.output_tokens,
+                usage_jump: o.facts.usage_jump,
+            })
+            .collect();
+        let mut findings = check_requests(&facts, s.max_tokens);
+        let stall_inputs: Vec<StallInput<'_>> = self
+            .outcomes
+            .iter()
+            .filter(|o| w.holds(&o.record))
+            .map(|o| StallInput {
+                sent_at: o.record.sent_at,
+                end_at: o.record.end_at,
+                token_events_span: o
+                    .record
+                    .first_token_event_at
+                    .zip(o.record.last_token_event_at),
+                token_events: o.record.token_events,
+                long_gaps: &o.facts.long_gaps,
+            })
+            .collect();
+        let stalls = analyze_stalls(
+            &stall_inputs,
+            (w.start, w.end),
+            result.chunk_inter_token_latency_p50,
+        );
+        findings.extend(stall_findings(result, &stalls));
+        if tally.tokens == 0 {
+            result.status = CellStatus::Invalid;
+            result.status_reason = "no output tokens arrived inside the measured window".into();
+            result.error_kind = Some("no_output".into());
+        } else {
+            let tps = tally.tokens as f64 / w.seconds();
+            result.aggregate_tps = Some(tps);
+            result.per_request_avg_tps = Some(tps / self.spec.concurrency as f64);
+            let capacity = self
+                .ready
+                .as_ref()
+                .and_then(|r| r.timed_out.as_ref())
+                .is_some_and(|(_, evidence)| *evidence);
+            if capacity {
+                result.capacity_limited = true;
+            }
+        }
+        apply_findings(result, findings);
     }
 }
 
@@ -705,8 +817,7 @@ fn interrupted(
     scout: Option<RequestRecord>,
 ) -> CellOutcome {
     result.status = CellStatus::SkippedUser;
-    result.status_reason =
-        "interrupted by the user (Ctrl-C, SIGTERM or SIGHUP) while the cell was running".into();
+    result.status_reason = INTERRUPTED_REASON.into();
     result.wall_time = Some(t_cell.elapsed().as_secs_f64());
     result.request_samples.clear();
     CellOutcome {

@@ -382,7 +382,7 @@ impl LiveFeed {
     pub(crate) fn tick(
         &mut self,
         events: &EventSink,
-        outcomes: &Mutex<Vec<StreamOutcome>>,
+        outcomes: &[StreamOutcome],
         sample: Option<&ServerSample>,
     ) {
         if events.tx.is_none() {
@@ -390,19 +390,17 @@ impl LiveFeed {
         }
         let mut done = Vec::new();
         let mut delay = crate::h1::ReadDelay::default();
-        if let Ok(o) = outcomes.lock() {
-            for out in o.iter().skip(self.seen) {
-                let r = &out.record;
-                delay.merge(&out.read_delay);
-                done.push(RequestDone {
-                    ttft_s: r.ttft_s(),
-                    itl_s: r.itl_s(),
-                    output_tokens: r.output_tokens,
-                    failed: r.error.is_some() && !r.cancelled,
-                });
-            }
-            self.seen = o.len();
+        for out in outcomes.iter().skip(self.seen) {
+            let r = &out.record;
+            delay.merge(&out.read_delay);
+            done.push(RequestDone {
+                ttft_s: r.ttft_s(),
+                itl_s: r.itl_s(),
+                output_tokens: r.output_tokens,
+                failed: r.error.is_some() && !r.cancelled,
+            });
         }
+        self.seen = outcomes.len();
         for d in done {
             events.emit(RunEvent::RequestDone(d));
         }

@@ -12,6 +12,7 @@ pub mod events;
 pub mod failure;
 pub mod h1;
 pub mod host;
+pub mod load;
 pub mod plan;
 pub mod plausibility;
 pub mod prefill;

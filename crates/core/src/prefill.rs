@@ -23,7 +23,6 @@ use servebench_results::{CellStatus, JsonObject, PrefillRow};
 use servebench_sse::RequestRecord;
 use tokio_util::sync::CancellationToken;
 
-use crate::stream::run_single;
 use crate::target::HttpClient;
 use crate::telemetry::Telemetry;
 
@@ -180,11 +179,12 @@ pub fn server_prefill(
     out
 }
 
-/// Sends one `max_tokens: 1` request (`body`) and measures it; with `validate`, waits for an idle
-/// server around it and computes the server's view. `Err` = the request failed (reason).
+/// Sends one `max_tokens: 1` request (`body`, alone, through the load driver) and measures it;
+/// with `validate`, waits for an idle server around it and computes the server's view. `Err` =
+/// the request failed (reason).
 pub async fn measure_prefill_once(
     client: &HttpClient,
-    path: &str,
+    path: &'static str,
     body: Bytes,
     telemetry: Option<&Telemetry>,
     validate: bool,
@@ -194,7 +194,7 @@ pub async fn measure_prefill_once(
         (Some(t), true) => wait_idle(t, cancel).await,
         _ => None,
     };
-    let out = run_single(client, path, body, cancel).await;
+    let out = crate::load::scout::single(client, path, body, false, cancel).await;
     if cancel.is_cancelled() {
         return Err("interrupted".into());
     }

@@ -461,6 +461,11 @@ fn head_timeout(sent_at: Instant, limits: &RequestLimits) -> StreamOutcome {
     )
 }
 
+/// The outcome of a request cut before it was sent (its load was stopped first).
+pub(crate) fn cancelled_outcome() -> StreamOutcome {
+    cancelled_before_stream(Instant::now())
+}
+
 fn cancelled_before_stream(sent_at: Instant) -> StreamOutcome {
     let record = RequestTracker::new(sent_at).finish(Instant::now(), false, true);
     StreamOutcome {

@@ -31,8 +31,7 @@
 //!   labelled `TRUNC` and counts as wrong.
 
 use std::collections::BTreeMap;
-use std::sync::atomic::{AtomicU64, Ordering};
-use std::sync::{Arc, Mutex};
+use std::sync::Arc;
 use std::time::Instant;
 
 use bytes::Bytes;
@@ -47,8 +46,9 @@ use tokio_util::sync::CancellationToken;
 
 use crate::error::ConfigError;
 use crate::events::EventSink;
+use crate::load::{Load, LoadPattern, LoadSpec};
 use crate::probe::probe_server;
-use crate::stream::{run_stream, StreamHooks, StreamOutcome};
+use crate::stream::StreamOutcome;
 use crate::target::{Endpoint, HttpClient, Target};
 
 /// Version of the task results format (`schema_version`).
@@ -839,7 +839,7 @@ struct Runner {
     client: HttpClient,
     path: &'static str,
     items: Vec<TaskItem>,
-    bodies: Vec<Bytes>,
+    bodies: Arc<Vec<Bytes>>,
     scorers: Vec<Option<Regex>>,
     source: ScoreSource,
     save_text: bool,
@@ -991,7 +991,8 @@ impl Runner {
     }
 }
 
-/// Runs `count` requests with `c` in flight; run indexes `first_index..first_index + count`.
+/// Runs `count` requests with `c` in flight on the load driver (a failed request does not stop
+/// the batch); run indexes `first_index..first_index + count`, item `(run_index − 1) mod items`.
 async fn run_batch(
     runner: &Arc<Runner>,
     phase: &'static str,
@@ -999,44 +1000,30 @@ async fn run_batch(
     count: u64,
     first_index: u64,
 ) -> Batch {
-    let next = Arc::new(AtomicU64::new(0));
-    let out: Arc<Mutex<Vec<(TaskRun, Instant, Instant)>>> = Arc::new(Mutex::new(Vec::new()));
-    let mut handles = Vec::new();
-    for _ in 0..c.min(count) {
-        let (runner, next, out) = (runner.clone(), next.clone(), out.clone());
-        handles.push(tokio::spawn(async move {
-            let mut conn = None;
-            loop {
-                let k = next.fetch_add(1, Ordering::SeqCst);
-                if k >= count || runner.cancel.is_cancelled() {
-                    break;
-                }
-                let run_index = first_index + k;
-                let item = ((run_index - 1) % runner.items.len() as u64) as usize;
-                let o = run_stream(
-                    &runner.client,
-                    &mut conn,
-                    runner.path,
-                    runner.bodies[item].clone(),
-                    StreamHooks {
-                        cancel: Some(&runner.cancel),
-                        capture_text: true,
-                        ..Default::default()
-                    },
-                )
-                .await;
-                let (sent, end) = (o.record.sent_at, o.record.end_at);
-                let run = runner.run_of(run_index, phase, c, item, o);
-                if let Ok(mut v) = out.lock() {
-                    v.push((run, sent, end));
-                }
-            }
-        }));
-    }
-    for h in handles {
-        let _ = h.await;
-    }
-    let mut v = std::mem::take(&mut *out.lock().unwrap_or_else(|e| e.into_inner()));
+    let items = runner.items.len() as u64;
+    let item_of = move |k: u64| ((first_index + k - 1) % items) as usize;
+    let bodies = runner.bodies.clone();
+    let mut spec = LoadSpec::new(
+        runner.path,
+        LoadPattern::Batch {
+            count,
+            concurrency: c,
+        },
+        Arc::new(move |k| bodies[item_of(k)].clone()),
+    );
+    spec.stop_on_failure = false;
+    spec.capture_text = true;
+    spec.deadline_in_flight = 0;
+    let report = Load::run(&runner.client, spec, &runner.cancel).await;
+    let mut v: Vec<(TaskRun, Instant, Instant)> = report
+        .outcomes
+        .into_iter()
+        .map(|o| {
+            let (sent, end) = (o.stream.record.sent_at, o.stream.record.end_at);
+            let run = runner.run_of(first_index + o.index, phase, c, item_of(o.index), o.stream);
+            (run, sent, end)
+        })
+        .collect();
     v.sort_by_key(|(r, _, _)| r.run_index);
     let span = match (v.iter().map(|x| x.1).min(), v.iter().map(|x| x.2).max()) {
         (Some(a), Some(b)) => Some((a, b)),
@@ -1052,6 +1039,14 @@ fn fmt_opt(v: Option<f64>, digits: usize) -> String {
     v.map_or_else(|| "n/a".to_string(), |x| format!("{x:.digits$}"))
 }
 
+/// The levels measured so far: every batch with its level and phase, and each level's summary.
+#[derive(Default)]
+struct Search {
+    batches: Vec<(u64, &'static str, Batch)>,
+    levels: Vec<LevelSummary>,
+    next_index: u64,
+}
+
 /// Runs the task and returns its results (partial when `cancel` fired).
 pub async fn run_task(
     cfg: TaskConfig,
@@ -1061,8 +1056,69 @@ pub async fn run_task(
     let scorers = cfg.scorers()?;
     let client =
         HttpClient::new(cfg.target.clone()).map_err(|e| TaskError::Startup(e.to_string()))?;
+    let info = startup(&client, &cfg, &events).await?;
+    let endpoint = cfg.target.endpoint;
+    let runner = Arc::new(Runner {
+        client: client.clone(),
+        path: endpoint.path(),
+        bodies: Arc::new(
+            cfg.items
+                .iter()
+                .map(|it| body_of(&cfg, &info.model, &it.prompt, cfg.max_tokens))
+                .collect(),
+        ),
+        items: cfg.items.clone(),
+        scorers: scorers.clone(),
+        source: cfg.score_source,
+        save_text: cfg.save_text,
+        cancel: cancel.clone(),
+    });
+    let score_available = scorers.iter().any(Option::is_some);
+    if !score_available {
+        events.log("startup no scoring regex (no answer, item regex or --correct-regex): runs are not scored");
+    }
+    let scout = if cfg.prefill_scout && !cancel.is_cancelled() {
+        let body = body_of(&cfg, &info.model, &cfg.items[0].prompt, 1);
+        Some(scout_run(&runner, body, &events).await)
+    } else {
+        None
+    };
+    let mut search = Search {
+        next_index: 1,
+        ..Default::default()
+    };
+    let selected = match cfg.concurrency {
+        Some(c) => fixed_level(&runner, &cfg, c, &events, &mut search).await,
+        None => {
+            let selected = adaptive_levels(&runner, &cfg, &events, &mut search).await;
+            if let Some(c) = selected {
+                collect_selected(&runner, &cfg, c, &events, &mut search).await;
+            } else {
+                events.log("no level produced tokens: nothing selected");
+            }
+            selected
+        }
+    };
+    Ok(assemble(
+        &cfg,
+        &info,
+        &events,
+        &cancel,
+        scout,
+        selected,
+        search,
+        score_available,
+    ))
+}
+
+/// Probes the server and logs what it found (and a max_tokens that cannot fit).
+async fn startup(
+    client: &HttpClient,
+    cfg: &TaskConfig,
+    events: &EventSink,
+) -> Result<crate::probe::ServerInfo, TaskError> {
     events.log(format!("task start server={}", cfg.target.base_url));
-    let info = probe_server(&client, cfg.model.as_deref())
+    let info = probe_server(client, cfg.model.as_deref())
         .await
         .map_err(|e| TaskError::Startup(e.to_string()))?;
     events.log(format!(
@@ -1083,184 +1139,202 @@ pub async fn run_task(
             ));
         }
     }
-    let endpoint = cfg.target.endpoint;
-    let body = |p: &str, max_tokens: u64| {
-        task_payload(
-            &info.model,
-            endpoint,
-            p,
-            max_tokens,
-            cfg.temperature,
-            cfg.top_p,
-            cfg.ignore_eos,
-        )
-    };
-    let runner = Arc::new(Runner {
-        client: client.clone(),
-        path: endpoint.path(),
-        bodies: cfg
-            .items
-            .iter()
-            .map(|it| body(&it.prompt, cfg.max_tokens))
-            .collect(),
-        items: cfg.items.clone(),
-        scorers: scorers.clone(),
-        source: cfg.score_source,
-        save_text: cfg.save_text,
-        cancel: cancel.clone(),
+    Ok(info)
+}
+
+/// The request body of `prompt` with the task's sampling settings.
+fn body_of(cfg: &TaskConfig, model: &str, prompt: &str, max_tokens: u64) -> Bytes {
+    task_payload(
+        model,
+        cfg.target.endpoint,
+        prompt,
+        max_tokens,
+        cfg.temperature,
+        cfg.top_p,
+        cfg.ignore_eos,
+    )
+}
+
+/// The prefill scout: the first item with `max_tokens: 1`, alone.
+async fn scout_run(runner: &Runner, body: Bytes, events: &EventSink) -> TaskRun {
+    let o =
+        crate::load::scout::single(&runner.client, runner.path, body, true, &runner.cancel).await;
+    let run = runner.run_of(0, "prefill_scout", 1, 0, o);
+    match &run.error {
+        Some(e) => events.log(format!("prefill scout failed: {e}")),
+        None => events.log(format!(
+            "prefill scout: {} prompt tokens, TTFT {} s",
+            run.prompt_tokens
+                .map_or_else(|| "?".to_string(), |p| p.to_string()),
+            fmt_opt(run.ttft, 3)
+        )),
+    }
+    run
+}
+
+/// `--concurrency C`: one profile batch of `--runs` requests. Returns C when it produced tokens.
+async fn fixed_level(
+    runner: &Arc<Runner>,
+    cfg: &TaskConfig,
+    c: u64,
+    events: &EventSink,
+    search: &mut Search,
+) -> Option<u64> {
+    events.log(format!("profile C={c}: {} requests", cfg.runs));
+    let b = run_batch(runner, "profile", c, cfg.runs, search.next_index).await;
+    let s = summarize(
+        &b.runs.iter().collect::<Vec<_>>(),
+        &b.wall_s().into_iter().collect::<Vec<_>>(),
+    );
+    events.log(format!(
+        "profile C={c} done: {}/{} ok, system {} tok/s",
+        s.completed,
+        s.attempted,
+        fmt_opt(s.system_gen_tok_s, 1)
+    ));
+    let produced = s.system_gen_tok_s.is_some();
+    search.levels.push(LevelSummary {
+        concurrency: c,
+        phase: "profile".into(),
+        summary: s,
+        selected: produced,
+        improved: produced,
     });
-    let score_available = scorers.iter().any(Option::is_some);
-    if !score_available {
-        events.log("startup no scoring regex (no answer, item regex or --correct-regex): runs are not scored");
-    }
+    search.batches.push((c, "profile", b));
+    produced.then_some(c)
+}
 
-    // Scout.
-    let mut scout = None;
-    if cfg.prefill_scout && !cancel.is_cancelled() {
-        let o = run_stream(
-            &client,
-            &mut None,
-            endpoint.path(),
-            body(&cfg.items[0].prompt, 1),
-            StreamHooks {
-                cancel: Some(&cancel),
-                capture_text: true,
-                ..Default::default()
-            },
-        )
-        .await;
-        let run = runner.run_of(0, "prefill_scout", 1, 0, o);
-        match &run.error {
-            Some(e) => events.log(format!("prefill scout failed: {e}")),
-            None => events.log(format!(
-                "prefill scout: {} prompt tokens, TTFT {} s",
-                run.prompt_tokens
-                    .map_or_else(|| "?".to_string(), |p| p.to_string()),
-                fmt_opt(run.ttft, 3)
-            )),
+/// The adaptive search over the levels; returns the level with the highest system throughput.
+async fn adaptive_levels(
+    runner: &Arc<Runner>,
+    cfg: &TaskConfig,
+    events: &EventSink,
+    search: &mut Search,
+) -> Option<u64> {
+    let cancel = &runner.cancel;
+    let Search {
+        batches,
+        levels,
+        next_index,
+    } = search;
+    let mut best: Option<(u64, f64)> = None;
+    let mut non_improving = 0u64;
+    for (k, &c) in cfg.effective_levels().iter().enumerate() {
+        if cancel.is_cancelled() {
+            break;
         }
-        scout = Some(run);
-    }
-
-    let mut batches: Vec<(u64, &'static str, Batch)> = Vec::new();
-    let mut levels: Vec<LevelSummary> = Vec::new();
-    let mut next_index = 1u64;
-    let selected: Option<u64>;
-
-    if let Some(c) = cfg.concurrency {
-        events.log(format!("profile C={c}: {} requests", cfg.runs));
-        let b = run_batch(&runner, "profile", c, cfg.runs, next_index).await;
+        let count = c * cfg.probe_waves;
+        events.log(format!("probe C={c}: {count} requests"));
+        let b = run_batch(runner, "probe", c, count, *next_index).await;
+        *next_index += b.runs.len() as u64;
+        let tps = b.system_tps();
+        let improved = match (tps, best) {
+            (Some(t), None) => t > 0.0,
+            (Some(t), Some((_, bt))) => t > bt * (1.0 + cfg.min_improvement),
+            (None, _) => false,
+        };
+        if improved {
+            best = tps.map(|t| (c, t));
+            non_improving = 0;
+        } else {
+            non_improving += 1;
+        }
         let s = summarize(
             &b.runs.iter().collect::<Vec<_>>(),
             &b.wall_s().into_iter().collect::<Vec<_>>(),
         );
         events.log(format!(
-            "profile C={c} done: {}/{} ok, system {} tok/s",
+            "probe C={c} done: {}/{} ok, system {} tok/s, per-request {} tok/s{}",
             s.completed,
             s.attempted,
-            fmt_opt(s.system_gen_tok_s, 1)
+            fmt_opt(tps, 1),
+            fmt_opt(s.mean_per_request_gen_tok_s, 1),
+            if improved { " (improved)" } else { "" }
         ));
-        let produced = s.system_gen_tok_s.is_some();
         levels.push(LevelSummary {
             concurrency: c,
-            phase: "profile".into(),
+            phase: "probe".into(),
             summary: s,
-            selected: produced,
-            improved: produced,
+            selected: false,
+            improved,
         });
-        selected = produced.then_some(c);
-        batches.push((c, "profile", b));
-    } else {
-        let mut best: Option<(u64, f64)> = None;
-        let mut non_improving = 0u64;
-        for (k, &c) in cfg.effective_levels().iter().enumerate() {
-            if cancel.is_cancelled() {
-                break;
-            }
-            let count = c * cfg.probe_waves;
-            events.log(format!("probe C={c}: {count} requests"));
-            let b = run_batch(&runner, "probe", c, count, next_index).await;
-            next_index += b.runs.len() as u64;
-            let tps = b.system_tps();
-            let improved = match (tps, best) {
-                (Some(t), None) => t > 0.0,
-                (Some(t), Some((_, bt))) => t > bt * (1.0 + cfg.min_improvement),
-                (None, _) => false,
-            };
-            if improved {
-                best = tps.map(|t| (c, t));
-                non_improving = 0;
-            } else {
-                non_improving += 1;
-            }
-            let s = summarize(
-                &b.runs.iter().collect::<Vec<_>>(),
-                &b.wall_s().into_iter().collect::<Vec<_>>(),
-            );
-            events.log(format!(
-                "probe C={c} done: {}/{} ok, system {} tok/s, per-request {} tok/s{}",
-                s.completed,
-                s.attempted,
-                fmt_opt(tps, 1),
-                fmt_opt(s.mean_per_request_gen_tok_s, 1),
-                if improved { " (improved)" } else { "" }
-            ));
-            levels.push(LevelSummary {
-                concurrency: c,
-                phase: "probe".into(),
-                summary: s,
-                selected: false,
-                improved,
-            });
-            batches.push((c, "probe", b));
-            if cancel.is_cancelled() {
-                events.log(format!("search interrupted at C={c}"));
-                break;
-            }
-            if cfg.auto_stop && k > 0 && non_improving >= cfg.patience {
-                events.log(format!(
-                    "search stopped after {non_improving} non-improving level(s)"
-                ));
-                break;
-            }
+        batches.push((c, "probe", b));
+        if cancel.is_cancelled() {
+            events.log(format!("search interrupted at C={c}"));
+            break;
         }
-        selected = best.map(|(c, _)| c);
-        if let Some(c) = selected {
+        if cfg.auto_stop && k > 0 && non_improving >= cfg.patience {
             events.log(format!(
-                "selected C={c} (highest system throughput{})",
-                if cancel.is_cancelled() {
-                    " among the levels measured before the interruption"
-                } else {
-                    ""
-                }
+                "search stopped after {non_improving} non-improving level(s)"
             ));
-            for l in &mut levels {
-                l.selected = l.concurrency == c;
-            }
-            let mut have: u64 = batches
-                .iter()
-                .filter(|(bc, _, _)| *bc == c)
-                .flat_map(|(_, _, b)| b.runs.iter())
-                .filter(|r| r.ok)
-                .count() as u64;
-            while have < cfg.min_results && !cancel.is_cancelled() {
-                let need = cfg.min_results - have;
-                events.log(format!("collect C={c}: {need} requests"));
-                let b = run_batch(&runner, "collect", c, need, next_index).await;
-                next_index += b.runs.len() as u64;
-                let got = b.runs.iter().filter(|r| r.ok).count() as u64;
-                batches.push((c, "collect", b));
-                if got == 0 {
-                    events.log(format!("collect C={c}: no request succeeded; stopping"));
-                    break;
-                }
-                have += got;
-            }
-        } else {
-            events.log("no level produced tokens: nothing selected");
+            break;
         }
     }
+    best.map(|(c, _)| c)
+}
 
+/// Tops the selected level up to `--min-results` successful runs.
+async fn collect_selected(
+    runner: &Arc<Runner>,
+    cfg: &TaskConfig,
+    c: u64,
+    events: &EventSink,
+    search: &mut Search,
+) {
+    let cancel = &runner.cancel;
+    let Search {
+        batches,
+        levels,
+        next_index,
+    } = search;
+    events.log(format!(
+        "selected C={c} (highest system throughput{})",
+        if cancel.is_cancelled() {
+            " among the levels measured before the interruption"
+        } else {
+            ""
+        }
+    ));
+    for l in levels.iter_mut() {
+        l.selected = l.concurrency == c;
+    }
+    let mut have: u64 = batches
+        .iter()
+        .filter(|(bc, _, _)| *bc == c)
+        .flat_map(|(_, _, b)| b.runs.iter())
+        .filter(|r| r.ok)
+        .count() as u64;
+    while have < cfg.min_results && !cancel.is_cancelled() {
+        let need = cfg.min_results - have;
+        events.log(format!("collect C={c}: {need} requests"));
+        let b = run_batch(runner, "collect", c, need, *next_index).await;
+        *next_index += b.runs.len() as u64;
+        let got = b.runs.iter().filter(|r| r.ok).count() as u64;
+        batches.push((c, "collect", b));
+        if got == 0 {
+            events.log(format!("collect C={c}: no request succeeded; stopping"));
+            break;
+        }
+        have += got;
+    }
+}
+
+/// The results: summaries of every run and of the selected level, the metadata.
+#[allow(clippy::too_many_arguments)]
+fn assemble(
+    cfg: &TaskConfig,
+    info: &crate::probe::ServerInfo,
+    events: &EventSink,
+    cancel: &CancellationToken,
+    scout: Option<TaskRun>,
+    selected: Option<u64>,
+    search: Search,
+    score_available: bool,
+) -> TaskResults {
+    let endpoint = cfg.target.endpoint;
+    let Search {
+        batches, levels, ..
+    } = search;
     let interrupted = cancel.is_cancelled();
     if interrupted {
         events.log("interrupted by the user (Ctrl-C, SIGTERM or SIGHUP): results are partial");
@@ -1344,7 +1418,7 @@ pub async fn run_task(
         selection_metric: "system_gen_tok_s".into(),
         args: cfg.args_snapshot.clone(),
     };
-    Ok(TaskResults {
+    TaskResults {
         schema_version: TASK_SCHEMA_VERSION.into(),
         metadata,
         prefill_scout: scout,
@@ -1356,7 +1430,7 @@ pub async fn run_task(
         runs,
         event_log: events.lines(),
         methodology: methodology(),
-    })
+    }
 }
 
 #[cfg(test)]

@@ -288,26 +288,62 @@ pub fn scrape_times(window_start: Instant, a: &TimedScrape, b: &TimedScrape) -> 
     }
 }
 
-/// Fills the server-side fields of `cell` from the window's scrapes and samples.
-///
-/// * `start`/`end`: scrapes taken when the window opened and just before it closed;
-/// * `samples`: scheduler samples inside the window (the two edge scrapes included);
-/// * `client_tokens`: tokens the client credited to the window; `window_s`: its length.
+/// What the server showed of one window.
+#[derive(Clone, Copy, Debug)]
+pub struct WindowEvidence<'a> {
+    /// The engine whose catalog reads the scrapes.
+    pub engine: Engine,
+    /// Scrape taken when the window opened.
+    pub start: Option<&'a TimedScrape>,
+    /// Scrape taken just before it closed (before the streams were cut).
+    pub end: Option<&'a TimedScrape>,
+    /// Scheduler samples inside the window (the two edge scrapes included).
+    pub samples: &'a [ServerSample],
+}
+
+/// How a window's scheduler samples judge `underfilled` and `capacity_limited`.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Occupancy {
+    /// A sustained window holds C requests: fewer running than C (max below C, average below
+    /// 95 %) or any queue is a capacity limit, an average below 98 % is underfilled.
+    Sustained,
+    /// A finite batch ramps up and drains by design: only queueing marks it capacity-limited,
+    /// and it is never underfilled.
+    Drains,
+}
+
+/// The client's side of one window.
+#[derive(Clone, Copy, Debug)]
+pub struct ClientWindow {
+    /// Requests the client kept in flight (C).
+    pub concurrency: u64,
+    /// Tokens the client credited to the window.
+    pub tokens: u64,
+    /// Window length, s.
+    pub seconds: f64,
+    /// How occupancy is judged.
+    pub occupancy: Occupancy,
+}
+
+/// Fills the server-side fields of `cell` from the window's scrapes and samples
+/// ([`WindowEvidence`]) and the client's totals ([`ClientWindow`]).
 ///
 /// Adds a warning when client and server token counts disagree by more than
 /// max(5 %, 2·C tokens) after scaling the server delta to the window length, for every instant
 /// inside the two scrapes (request → answer) at which the server may have read its counters.
-#[allow(clippy::too_many_arguments)]
-pub fn apply_window(
-    cell: &mut CellResult,
-    engine: Engine,
-    start: Option<&TimedScrape>,
-    end: Option<&TimedScrape>,
-    samples: &[ServerSample],
-    c: u64,
-    client_tokens: u64,
-    window_s: f64,
-) {
+pub fn apply_window(cell: &mut CellResult, server: &WindowEvidence<'_>, client: ClientWindow) {
+    let WindowEvidence {
+        engine,
+        start,
+        end,
+        samples,
+    } = *server;
+    let ClientWindow {
+        concurrency: c,
+        tokens: client_tokens,
+        seconds: window_s,
+        occupancy,
+    } = client;
     if let (Some(a), Some(b)) = (start, end) {
         let mut w = window_stats(&a.scrape, &b.scrape, engine);
         if engine == Engine::LlamaCpp {
@@ -407,7 +443,11 @@ pub fn apply_window(
     let cf = c as f64;
     let has_sched = cell.max_running_reqs.is_some_and(|m| m > 0.0)
         || cell.max_queue_reqs.is_some_and(|m| m > 0.0);
-    if has_sched {
+    if occupancy == Occupancy::Drains {
+        cell.underfilled = false;
+        cell.capacity_limited =
+            cell.avg_queue_reqs.unwrap_or(0.0) > 0.0 || cell.queue_fraction.unwrap_or(0.0) > 0.0;
+    } else if has_sched {
         // Only what the server reported counts: a missing running gauge is no evidence of a
         // limit (issue 8).
         let avg = cell.avg_running_reqs;
@@ -423,6 +463,64 @@ pub fn apply_window(
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// The sustained-window form with every input spelled out.
+    #[allow(clippy::too_many_arguments)]
+    fn apply_sustained(
+        cell: &mut CellResult,
+        engine: Engine,
+        start: Option<&TimedScrape>,
+        end: Option<&TimedScrape>,
+        samples: &[ServerSample],
+        c: u64,
+        tokens: u64,
+        seconds: f64,
+    ) {
+        let evidence = WindowEvidence {
+            engine,
+            start,
+            end,
+            samples,
+        };
+        let client = ClientWindow {
+            concurrency: c,
+            tokens,
+            seconds,
+            occupancy: Occupancy::Sustained,
+        };
+        apply_window(cell, &evidence, client);
+    }
+
+    #[test]
+    fn a_draining_batch_is_capacity_limited_only_by_a_queue() {
+        let samples = [sample(2.0, 0.0), sample(1.0, 0.0)];
+        let evidence = WindowEvidence {
+            engine: Engine::Vllm,
+            start: None,
+            end: None,
+            samples: &samples,
+        };
+        let client = |occupancy| ClientWindow {
+            concurrency: 4,
+            tokens: 100,
+            seconds: 1.0,
+            occupancy,
+        };
+        let mut sustained = CellResult::default();
+        apply_window(&mut sustained, &evidence, client(Occupancy::Sustained));
+        assert!(sustained.underfilled && sustained.capacity_limited);
+        let mut burst = CellResult::default();
+        apply_window(&mut burst, &evidence, client(Occupancy::Drains));
+        assert!(!burst.underfilled && !burst.capacity_limited);
+        let queued = [sample(4.0, 2.0), sample(4.0, 0.0)];
+        let evidence = WindowEvidence {
+            samples: &queued,
+            ..evidence
+        };
+        let mut burst = CellResult::default();
+        apply_window(&mut burst, &evidence, client(Occupancy::Drains));
+        assert!(!burst.underfilled && burst.capacity_limited);
+    }
 
     fn sample(r: f64, q: f64) -> ServerSample {
         ServerSample {
@@ -476,7 +574,7 @@ mod tests {
             timed(t0 + Duration::from_secs(5), 10, 1132.0),
         );
         let mut cell = CellResult::default();
-        apply_window(
+        apply_sustained(
             &mut cell,
             Engine::Vllm,
             Some(&a),
@@ -493,7 +591,7 @@ mod tests {
         assert!((tps - 1132.0 / 4.68).abs() < 0.5, "{tps}");
         // A real disagreement still warns.
         let mut cell = CellResult::default();
-        apply_window(
+        apply_sustained(
             &mut cell,
             Engine::Vllm,
             Some(&a),
@@ -522,7 +620,7 @@ mod tests {
             timed(t0 + Duration::from_secs(7), 40, 1400.0),
         );
         let mut cell = CellResult::default();
-        apply_window(
+        apply_sustained(
             &mut cell,
             Engine::Vllm,
             Some(&a),
@@ -564,12 +662,12 @@ mod tests {
             ..sample(4.0, 0.0)
         };
         let s = vec![g(2.4, 0.46), g(2.6, 0.54)];
-        apply_window(&mut cell, Engine::Sglang, None, None, &s, 4, 100, 1.0);
+        apply_sustained(&mut cell, Engine::Sglang, None, None, &s, 4, 100, 1.0);
         assert!((cell.server_spec_accept_length.unwrap() - 2.5).abs() < 1e-12);
         assert!((cell.server_spec_accept_rate.unwrap() - 0.5).abs() < 1e-12);
         // SGLang reports length 0 with speculative decoding off: nothing to report.
         let mut off = CellResult::default();
-        apply_window(
+        apply_sustained(
             &mut off,
             Engine::Sglang,
             None,
@@ -629,7 +727,7 @@ mod tests {
             waiting: Some(0.0),
             ..sample(0.0, 0.0)
         };
-        apply_window(
+        apply_sustained(
             &mut cell,
             Engine::Vllm,
             None,
@@ -652,7 +750,7 @@ mod tests {
             sample(4.0, 0.0),
             sample(4.0, 0.0),
         ];
-        apply_window(&mut cell, Engine::Vllm, None, None, &s, 4, 100, 1.0);
+        apply_sustained(&mut cell, Engine::Vllm, None, None, &s, 4, 100, 1.0);
         assert_eq!(cell.avg_running_reqs, Some(3.75));
         assert_eq!(cell.max_running_reqs, Some(4.0));
         assert_eq!(cell.effective_concurrency, Some(3.8));

@@ -1,0 +1,256 @@
+//! Window accounting of a sustained cell, pure and clock-injected.
+//!
+//! * [`Window`]: the measured interval; it opens a margin after readiness (so every token event
+//!   at or after its start is classified by a stream that already sees it,
+//!   [`crate::stream::WindowClock`]) and closes at its end, on Ctrl-C or at the first failure
+//!   ([`Window::step`]).
+//! * Per-request credit: each stream counts the tokens that *arrived* inside the window
+//!   ([`crate::stream::StreamOutcome::window_tokens`]; a request straddling an edge counts
+//!   partially). [`WindowTally`] folds those credits and the facts of the requests whose
+//!   lifetime overlaps the window (`sent_at ≤ end` and `end_at ≥ start`), which are the ones the
+//!   request statistics use.
+
+use std::time::{Duration, Instant};
+
+use servebench_sse::RequestRecord;
+
+use crate::h1::ReadDelay;
+use crate::stream::StreamOutcome;
+
+/// The measured window, [start, end].
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Window {
+    /// Start (token arrivals at or after it count).
+    pub start: Instant,
+    /// End (token arrivals after it do not count).
+    pub end: Instant,
+}
+
+/// What the window loop does at one tick.
+#[derive(Clone, Copy, Debug, PartialEq)]
+pub enum WindowStep {
+    /// Before the start: wait.
+    Before,
+    /// Inside: `elapsed_s` since the start.
+    Measuring {
+        /// Seconds since the start.
+        elapsed_s: f64,
+    },
+    /// Close now (end reached, or stopped).
+    Close,
+}
+
+impl Window {
+    /// The window that opens `margin` after `ready_at` and lasts `duration`.
+    pub fn after(ready_at: Instant, margin: Duration, duration: Duration) -> Window {
+        let start = ready_at + margin;
+        Window {
+            start,
+            end: start + duration,
+        }
+    }
+
+    /// Length, s.
+    pub fn seconds(&self) -> f64 {
+        self.end.duration_since(self.start).as_secs_f64()
+    }
+
+    /// A request that lived from `sent_at` to `end_at` overlaps the window.
+    pub fn overlaps(&self, sent_at: Instant, end_at: Instant) -> bool {
+        sent_at <= self.end && end_at >= self.start
+    }
+
+    /// A record's lifetime overlaps the window.
+    pub fn holds(&self, r: &RequestRecord) -> bool {
+        self.overlaps(r.sent_at, r.end_at)
+    }
+
+    /// The decision at `now`; `stopped`: Ctrl-C or a failed stream.
+    pub fn step(&self, now: Instant, stopped: bool) -> WindowStep {
+        if now >= self.end || stopped {
+            WindowStep::Close
+        } else if now < self.start {
+            WindowStep::Before
+        } else {
+            WindowStep::Measuring {
+                elapsed_s: now.duration_since(self.start).as_secs_f64(),
+            }
+        }
+    }
+}
+
+/// The window's client-side totals, folded from every request of the cell.
+#[derive(Clone, Debug, Default, PartialEq)]
+pub struct WindowTally {
+    /// Output tokens that arrived inside the window (sum of the per-request credits).
+    pub tokens: u64,
+    /// Token events that arrived inside the window.
+    pub token_events: u64,
+    /// Requests whose lifetime overlaps the window.
+    pub requests: u64,
+    /// Of those, requests with at least 2 token events (the ones usage continuity is judged on).
+    pub multi_event: u64,
+    /// Of those, requests whose usage came on every chunk.
+    pub continuous: u64,
+    /// Kernel read delays of the overlapping requests.
+    pub read_delay: ReadDelay,
+    /// An overlapping request's cumulative usage went down.
+    pub nonmonotonic_usage: bool,
+    /// An overlapping request's final usage was below its token events.
+    pub usage_below_count: bool,
+}
+
+impl WindowTally {
+    /// Folds one request.
+    pub fn add(&mut self, w: &Window, o: &StreamOutcome) {
+        self.tokens += o.window_tokens;
+        self.token_events += o.window_token_events;
+        let r = &o.record;
+        if !w.holds(r) {
+            return;
+        }
+        self.requests += 1;
+        if r.token_events >= 2 {
+            self.multi_event += 1;
+            if r.continuous_usage {
+                self.continuous += 1;
+            }
+        }
+        self.read_delay.merge(&o.read_delay);
+        self.nonmonotonic_usage |= r.nonmonotonic_usage;
+        self.usage_below_count |= r.usage_below_count;
+    }
+
+    /// The tally of `outcomes`.
+    pub fn of<'a>(w: &Window, outcomes: impl IntoIterator<Item = &'a StreamOutcome>) -> Self {
+        let mut t = WindowTally::default();
+        for o in outcomes {
+            t.add(w, o);
+        }
+        t
+    }
+
+    /// Usage came on every chunk of every multi-event request (and there was one).
+    pub fn all_continuous(&self) -> bool {
+        self.multi_event > 0 && self.continuous == self.multi_event
+    }
+
+    /// `aggregate_source` of the cell: `none`, `openai_continuous_usage` or
+    /// `openai_stream_chunks_fallback`.
+    pub fn aggregate_source(&self) -> &'static str {
+        if self.tokens == 0 {
+            "none"
+        } else if self.all_continuous() {
+            "openai_continuous_usage"
+        } else {
+            "openai_stream_chunks_fallback"
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use servebench_sse::RequestTracker;
+
+    fn at(t0: Instant, s: f64) -> Instant {
+        t0 + Duration::from_secs_f64(s)
+    }
+
+    #[test]
+    fn the_window_opens_after_the_margin_and_closes_at_its_end() {
+        let t0 = Instant::now();
+        let w = Window::after(t0, Duration::from_millis(20), Duration::from_secs(10));
+        assert_eq!(w.start, at(t0, 0.02));
+        assert!((w.seconds() - 10.0).abs() < 1e-9);
+        let table = [
+            (0.0, false, WindowStep::Before),
+            (0.019, false, WindowStep::Before),
+            (0.02, false, WindowStep::Measuring { elapsed_s: 0.0 }),
+            (5.02, false, WindowStep::Measuring { elapsed_s: 5.0 }),
+            (5.02, true, WindowStep::Close),
+            (0.0, true, WindowStep::Close),
+            (10.02, false, WindowStep::Close),
+            (11.0, false, WindowStep::Close),
+        ];
+        for (s, stopped, want) in table {
+            match (w.step(at(t0, s), stopped), want) {
+                (
+                    WindowStep::Measuring { elapsed_s: a },
+                    WindowStep::Measuring { elapsed_s: b },
+                ) => assert!((a - b).abs() < 1e-6, "{s}: {a} vs {b}"),
+                (got, want) => assert_eq!(got, want, "{s} {stopped}"),
+            }
+        }
+    }
+
+    #[test]
+    fn overlap_rule_includes_both_edges() {
+        let t0 = Instant::now();
+        let w = Window {
+            start: at(t0, 10.0),
+            end: at(t0, 20.0),
+        };
+        let table = [
+            ((0.0, 9.9), false),
+            ((0.0, 10.0), true),
+            ((5.0, 25.0), true),
+            ((12.0, 13.0), true),
+            ((20.0, 30.0), true),
+            ((20.1, 30.0), false),
+        ];
+        for ((a, b), want) in table {
+            assert_eq!(w.overlaps(at(t0, a), at(t0, b)), want, "{a}..{b}");
+        }
+    }
+
+    fn outcome(
+        t0: Instant,
+        span: (f64, f64),
+        window_tokens: u64,
+        events: u64,
+        continuous: bool,
+    ) -> StreamOutcome {
+        let mut record = RequestTracker::new(at(t0, span.0)).finish(at(t0, span.1), false, true);
+        record.token_events = events;
+        record.continuous_usage = continuous;
+        StreamOutcome {
+            record,
+            window_tokens,
+            window_token_events: window_tokens,
+            text: None,
+            read_delay: ReadDelay::default(),
+            facts: Default::default(),
+        }
+    }
+
+    #[test]
+    fn the_tally_sums_credits_and_judges_overlapping_requests() {
+        let t0 = Instant::now();
+        let w = Window {
+            start: at(t0, 10.0),
+            end: at(t0, 20.0),
+        };
+        let outs = [
+            // ramp-up request: no credit, not in the window
+            outcome(t0, (0.0, 5.0), 0, 50, false),
+            // straddles the start: partial credit
+            outcome(t0, (8.0, 12.0), 20, 40, true),
+            // inside
+            outcome(t0, (12.0, 18.0), 60, 60, true),
+            // one event only: not judged for continuity
+            outcome(t0, (18.0, 19.0), 1, 1, false),
+        ];
+        let t = WindowTally::of(&w, &outs);
+        assert_eq!((t.tokens, t.token_events), (81, 81));
+        assert_eq!((t.requests, t.multi_event, t.continuous), (3, 2, 2));
+        assert!(t.all_continuous());
+        assert_eq!(t.aggregate_source(), "openai_continuous_usage");
+
+        let mut outs = outs;
+        outs[2].record.continuous_usage = false;
+        let t = WindowTally::of(&w, &outs);
+        assert_eq!(t.aggregate_source(), "openai_stream_chunks_fallback");
+        assert_eq!(WindowTally::default().aggregate_source(), "none");
+    }
+}
