@@ -172,6 +172,34 @@ pub enum Setting {
 }
 
 impl Setting {
+    /// Every setting, in the order they are compared.
+    pub const ALL: [Setting; 24] = [
+        Setting::Endpoint,
+        Setting::Concurrency,
+        Setting::Contexts,
+        Setting::Duration,
+        Setting::MaxTokens,
+        Setting::IgnoreEos,
+        Setting::Temperature,
+        Setting::StableWindow,
+        Setting::RequestCount,
+        Setting::WarmupRequestCount,
+        Setting::RunBurst,
+        Setting::BurstRequestCount,
+        Setting::BurstWarmupRequestCount,
+        Setting::BurstRequestsPerConcurrency,
+        Setting::DcpSize,
+        Setting::SkipPrefill,
+        Setting::StandalonePrefill,
+        Setting::PrefillOnly,
+        Setting::PrefillContexts,
+        Setting::PrefillMetric,
+        Setting::KvBudget,
+        Setting::TokenTargeting,
+        Setting::PrefillDuration,
+        Setting::Model,
+    ];
+
     /// The results field (or argument key) the setting is read from.
     pub fn name(self) -> &'static str {
         match self {
