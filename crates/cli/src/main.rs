@@ -286,7 +286,7 @@ pub(crate) enum AnyResults {
     /// `servebench run` (or `llm_decode_bench.py`) results.
     Matrix(Box<Results>),
     /// `servebench task` (or the old tool's completion-stats) results.
-    Task(Box<servebench_core::task::TaskResults>),
+    Task(Box<servebench_results::task::TaskResults>),
 }
 
 pub(crate) fn read_results(
@@ -323,8 +323,8 @@ fn cmd_validate(a: args::FileArgs) -> anyhow::Result<ExitCode> {
             "results",
         ),
         AnyResults::Task(_) => (
-            servebench_core::task::TASK_SCHEMA_JSON,
-            servebench_core::task::TASK_SCHEMA_VERSION,
+            servebench_results::task::TASK_SCHEMA_JSON,
+            servebench_results::task::TASK_SCHEMA_VERSION,
             "task results",
         ),
     };

@@ -5,7 +5,7 @@
 //! [`crate::checkpoint::write_results`]) and the exit codes.
 
 use std::io::Write as _;
-use std::path::{Path, PathBuf};
+use std::path::PathBuf;
 use std::process::ExitCode;
 use std::sync::Arc;
 
@@ -55,16 +55,6 @@ impl Session {
             },
             rx,
         )
-    }
-
-    /// Writes `results` to the session's file atomically.
-    pub fn write<T: serde::Serialize>(&self, results: &T) -> anyhow::Result<()> {
-        crate::checkpoint::write_results(results, &self.output)
-    }
-
-    /// The results path as shown to the user.
-    pub fn output(&self) -> &Path {
-        &self.output
     }
 }
 
@@ -124,7 +114,7 @@ pub fn on_interrupt(cancel: CancellationToken, skip: SkipControl, what: Option<&
 /// Waits for Ctrl-C (SIGINT) or, on Unix, SIGTERM or SIGHUP (unless SIGHUP was ignored when
 /// servebench started, as under `nohup`: then a hang-up does not stop the run); `None` when no
 /// handler could be installed.
-async fn interrupt() -> Option<StopCause> {
+pub(crate) async fn interrupt() -> Option<StopCause> {
     #[cfg(unix)]
     {
         use tokio::signal::unix::{signal, SignalKind};

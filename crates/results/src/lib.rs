@@ -19,6 +19,7 @@ use serde::{Deserialize, Serialize};
 use serde_json::Value;
 
 mod kinds;
+pub mod task;
 
 pub use kinds::{
     AggregateSource, BenchmarkMode, BurstE2eStatus, CacheState, DecodeLayer, DecodeMode,
