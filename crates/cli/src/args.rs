@@ -398,8 +398,12 @@ impl RunArgs {
     /// Host-evidence settings: the hardware monitor per `--hw-monitor-*` / `--no-hw-monitor`,
     /// and the client's command line for `startup_diagnostics` (redacted there).
     pub fn host_options(&self) -> anyhow::Result<servebench_core::HostOptions> {
-        let interval = servebench_core::host::monitor_interval(self.hw_monitor_interval)
-            .map_err(|e| usage(anyhow!(e)))?;
+        let interval =
+            servebench_core::host::monitor_interval(self.hw_monitor_interval).map_err(|e| {
+                usage(anyhow!(
+                    "--hw-monitor-interval {e}; use --no-hw-monitor to disable it"
+                ))
+            })?;
         Ok(servebench_core::HostOptions {
             monitor: (!self.no_hw_monitor).then(|| servebench_host::MonitorConfig {
                 interval,

@@ -7,13 +7,12 @@
 
 #![cfg(unix)]
 
-use std::io::Read;
 use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Output, Stdio};
 use std::time::{Duration, Instant};
 
 use serde_json::Value;
-use servebench_sim::{Sim, SimConfig};
+use servebench_sim::Sim;
 
 mod common;
 

@@ -8,19 +8,18 @@
 //! Every failing command must exit non-zero with exactly one `error:` line that says what is
 //! wrong, and must never panic.
 
-use std::io::{BufRead, BufReader, Read};
 use std::path::{Path, PathBuf};
-use std::process::{Child, Command, ExitStatus, Stdio};
+use std::process::{Child, Command, ExitStatus};
 use std::sync::mpsc;
 use std::thread::JoinHandle;
 use std::time::{Duration, Instant};
 
 use serde_json::Value;
-use servebench_sim::{Sim, SimConfig};
+use servebench_sim::SimConfig;
 
 mod common;
 
-use common::{assert_schema_valid, cell, cells, default_sim, drain, sim, BIN};
+use common::{assert_schema_valid, cell, cells, default_sim, drain, sim};
 
 /// Flags that keep every cell around 1.5 s.
 const SHORT: &[&str] = &[

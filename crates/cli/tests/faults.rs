@@ -7,9 +7,8 @@
 
 mod faulty;
 
-use std::io::Read;
 use std::process::{Command, Stdio};
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
 use faulty::{Config, Fault};
 use serde_json::Value;

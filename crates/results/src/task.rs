@@ -2,6 +2,8 @@
 //! results type family with the matrix results, read and written by the same code paths (the
 //! runner in `servebench-core::task` fills it; the CLI writes it with the same atomic writer).
 
+use std::collections::BTreeMap;
+
 use serde::{Deserialize, Serialize};
 use serde_json::Value;
 pub use servebench_stats::Summary;
