@@ -149,7 +149,9 @@ async fn cmd_run(a: RunArgs) -> anyhow::Result<ExitCode> {
     let checkpoints = tokio::spawn(checkpoint::pump(rx, live_tx, session.output.clone()));
     let results =
         servebench_core::run_resuming(cfg, host, resume, events, session.cancel.clone()).await;
-    let session::Session { output, .. } = session;
+    // The event channel closes only when the session's sink is gone too.
+    let output = session.output.clone();
+    drop(session);
     // Every checkpoint is on disk before the final write replaces it.
     let _ = checkpoints.await;
     view.finish().await;

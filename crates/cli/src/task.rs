@@ -282,7 +282,9 @@ pub async fn cmd_task(a: TaskArgs) -> anyhow::Result<ExitCode> {
     );
     let printer = tokio::spawn(crate::live::print_events(rx, a.quiet));
     let results = run_task(cfg, session.events.clone(), session.cancel.clone()).await;
-    let Session { output, .. } = session;
+    // The event channel closes only when the session's sink is gone too.
+    let output = session.output.clone();
+    drop(session);
     let _ = printer.await;
     drop(sim);
     let results = results.map_err(|e| match e {
