@@ -255,6 +255,6 @@ mod tests {
             t.aggregate_source().as_str(),
             "openai_stream_chunks_fallback"
         );
-        assert_eq!(WindowTally::default().aggregate_source(), "none");
+        assert_eq!(WindowTally::default().aggregate_source().as_str(), "none");
     }
 }
