@@ -398,8 +398,12 @@ impl RunArgs {
     /// Host-evidence settings: the hardware monitor per `--hw-monitor-*` / `--no-hw-monitor`,
     /// and the client's command line for `startup_diagnostics` (redacted there).
     pub fn host_options(&self) -> anyhow::Result<servebench_core::HostOptions> {
-        let interval = servebench_core::host::monitor_interval(self.hw_monitor_interval)
-            .map_err(|e| usage(anyhow!(e)))?;
+        let interval =
+            servebench_core::host::monitor_interval(self.hw_monitor_interval).map_err(|e| {
+                usage(anyhow!(
+                    "--hw-monitor-interval {e}; use --no-hw-monitor to disable it"
+                ))
+            })?;
         Ok(servebench_core::HostOptions {
             monitor: (!self.no_hw_monitor).then(|| servebench_host::MonitorConfig {
                 interval,
@@ -563,5 +567,77 @@ impl RunArgs {
             policy,
         };
         Ok((cfg, sim))
+    }
+}
+
+/// The flag of a setting a resume compares ([`servebench_core::resume::Setting`]).
+pub fn setting_flag(s: servebench_core::resume::Setting) -> &'static str {
+    use servebench_core::resume::Setting as S;
+    match s {
+        S::Endpoint => "--endpoint",
+        S::Concurrency => "--concurrency",
+        S::Contexts => "--contexts",
+        S::Duration => "--duration",
+        S::MaxTokens => "--max-tokens",
+        S::IgnoreEos => "--respect-eos (ignore_eos)",
+        S::Temperature => "--temperature",
+        S::StableWindow => "--stable-seconds",
+        S::RequestCount => "--request-count",
+        S::WarmupRequestCount => "--warmup-request-count",
+        S::RunBurst => "--run-burst",
+        S::BurstRequestCount => "--burst-request-count",
+        S::BurstWarmupRequestCount => "--burst-warmup-request-count",
+        S::BurstRequestsPerConcurrency => "--burst-requests-per-concurrency",
+        S::DcpSize => "--dcp-size",
+        S::SkipPrefill => "--skip-prefill",
+        S::StandalonePrefill => "--standalone-prefill",
+        S::PrefillOnly => "--prefill-only",
+        S::PrefillContexts => "--prefill-contexts",
+        S::PrefillMetric => "--prefill-metric",
+        S::KvBudget => "--kv-budget",
+        S::TokenTargeting => "--token-targeting",
+        S::PrefillDuration => "--prefill-duration",
+        S::Model => "--model",
+    }
+}
+
+/// A refused resume, worded with the flag that differs.
+pub fn resume_mismatch_message(e: &servebench_core::resume::ResumeMismatch) -> String {
+    use servebench_core::resume::{ResumeMismatch, Setting};
+    match e {
+        ResumeMismatch::Target { .. } => e.to_string(),
+        ResumeMismatch::Setting {
+            setting: Setting::Model,
+            file,
+            run,
+        } => format!("--model differs: the file has {file}, this run {run}"),
+        ResumeMismatch::Setting { setting, file, run } => format!(
+            "{} differs: the file has {file}, this run {run} (give the same flags as the run being resumed)",
+            setting_flag(*setting)
+        ),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use clap::CommandFactory as _;
+
+    /// Every setting a resume compares is named by a flag `servebench run` has.
+    #[test]
+    fn every_resume_setting_has_a_run_flag() {
+        let cmd = super::Cli::command();
+        let run = cmd.find_subcommand("run").expect("run subcommand");
+        for s in servebench_core::resume::Setting::ALL {
+            let flag = super::setting_flag(s);
+            let long = flag
+                .trim_start_matches("--")
+                .split(' ')
+                .next()
+                .unwrap_or_default();
+            assert!(
+                run.get_arguments().any(|a| a.get_long() == Some(long)),
+                "{s:?}: servebench run has no {flag}"
+            );
+        }
     }
 }

@@ -3,7 +3,7 @@
 //! OOM kill or a power cut keeps every cell it finished. The other events go on to the live view.
 
 use std::io::Write as _;
-use std::path::PathBuf;
+use std::path::{Path, PathBuf};
 
 use servebench_core::RunEvent;
 use tokio::sync::mpsc::{UnboundedReceiver, UnboundedSender};
@@ -21,10 +21,8 @@ pub async fn pump(
         match ev {
             RunEvent::Checkpoint(results) => {
                 let p = path.clone();
-                let written = tokio::task::spawn_blocking(move || {
-                    servebench_report::write_json(&results, &p)
-                })
-                .await;
+                let written =
+                    tokio::task::spawn_blocking(move || write_results(&*results, &p)).await;
                 let err = match written {
                     Ok(Ok(())) => None,
                     Ok(Err(e)) => Some(e.to_string()),
@@ -44,4 +42,15 @@ pub async fn pump(
             }
         }
     }
+}
+
+/// Writes any results value (`servebench run`'s [`servebench_results::Results`], a task's
+/// results) as pretty JSON with a final newline, atomically: a temporary file in the same
+/// folder, `fsync`, rename ([`servebench_report::write_atomic`]). Every results file of the CLI
+/// is written here: checkpoints, final results, task results.
+pub fn write_results<T: serde::Serialize + ?Sized>(results: &T, path: &Path) -> anyhow::Result<()> {
+    let mut bytes = serde_json::to_vec_pretty(results)?;
+    bytes.push(b'\n');
+    servebench_report::write_atomic(path, &bytes)?;
+    Ok(())
 }

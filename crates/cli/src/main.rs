@@ -13,104 +13,24 @@ mod registry_cmd;
 mod registry_serve;
 mod reports;
 mod selftest;
+mod session;
 mod task;
 
 use std::io::Write as _;
 use std::process::ExitCode;
-use std::sync::Arc;
 
 use anyhow::Context as _;
 use clap::Parser;
-use servebench_core::{EventSink, RunEvent};
+use servebench_core::RunEvent;
 use servebench_results::{CellStatus, Results};
-use tokio_util::sync::CancellationToken;
 
 use crate::args::{Cli, Command, RunArgs};
 
-/// Exit code for bad flags or flag values (clap uses the same for flags it cannot parse).
-const EXIT_USAGE: u8 = 2;
-/// Exit code when some cells are `error` / `invalid` (results are still written).
-const EXIT_CELLS_FAILED: u8 = 3;
-/// Exit code after Ctrl-C, SIGTERM or SIGHUP (partial results written).
-pub(crate) const EXIT_INTERRUPTED: u8 = 130;
-
-/// First Ctrl-C: cancel `cancel` (the run writes its partial results, saying `what` it does);
-/// second Ctrl-C: exit at once with [`EXIT_INTERRUPTED`].
-/// SIGTERM (`timeout`, `docker stop`, systemd, Slurm) and SIGHUP (the SSH session or terminal
-/// went away) are handled the same way. The messages go to stderr with errors ignored: after a
-/// hang-up the terminal is gone, and a failed print must not stop the partial results.
-pub(crate) fn on_ctrl_c(cancel: CancellationToken, what: &'static str) {
-    on_interrupt(cancel, Some(what));
-}
-
-/// [`on_ctrl_c`]; `what: None` says nothing on the first signal (the live dashboard shows it).
-pub(crate) fn on_interrupt(cancel: CancellationToken, what: Option<&'static str>) {
-    tokio::spawn(async move {
-        if interrupt().await {
-            if let Some(what) = what {
-                let _ = writeln!(
-                    std::io::stderr(),
-                    "\nservebench: interrupted — {what} (Ctrl-C again to abort)"
-                );
-            }
-            cancel.cancel();
-            if interrupt().await {
-                servebench_tui::terminal::restore_terminal();
-                let _ = writeln!(std::io::stderr(), "servebench: aborted");
-                std::process::exit(EXIT_INTERRUPTED as i32);
-            }
-        }
-    });
-}
-
-/// Waits for Ctrl-C (SIGINT) or, on Unix, SIGTERM or SIGHUP (unless SIGHUP was ignored when
-/// servebench started, as under `nohup`: then a hang-up does not stop the run); false when no
-/// handler could be installed.
-async fn interrupt() -> bool {
-    #[cfg(unix)]
-    {
-        use tokio::signal::unix::{signal, SignalKind};
-        if let Ok(mut term) = signal(SignalKind::terminate()) {
-            let mut hup = if sighup_ignored_at_start() {
-                None
-            } else {
-                signal(SignalKind::hangup()).ok()
-            };
-            let hangup = async {
-                match hup.as_mut() {
-                    Some(h) => h.recv().await,
-                    None => std::future::pending().await,
-                }
-            };
-            return tokio::select! {
-                r = tokio::signal::ctrl_c() => r.is_ok(),
-                r = term.recv() => r.is_some(),
-                r = hangup => r.is_some(),
-            };
-        }
-    }
-    tokio::signal::ctrl_c().await.is_ok()
-}
-
-/// Whether SIGHUP was ignored when the process started (`nohup servebench run ...`). Read once,
-/// before any handler is installed (installing one replaces the disposition).
-#[cfg(unix)]
-fn sighup_ignored_at_start() -> bool {
-    static IGNORED: std::sync::OnceLock<bool> = std::sync::OnceLock::new();
-    *IGNORED.get_or_init(|| {
-        // SAFETY: sigaction with a null new action only reads the current disposition into
-        // `old`, a zeroed struct we own.
-        unsafe {
-            let mut old: libc::sigaction = std::mem::zeroed();
-            libc::sigaction(libc::SIGHUP, std::ptr::null(), &mut old) == 0
-                && old.sa_sigaction == libc::SIG_IGN
-        }
-    })
-}
+use crate::session::EXIT_USAGE;
 
 fn main() -> ExitCode {
     #[cfg(unix)]
-    sighup_ignored_at_start();
+    session::sighup_ignored_at_start();
     let cli = match Cli::try_parse() {
         Ok(c) => c,
         Err(e) => {
@@ -196,78 +116,117 @@ async fn cmd_run(a: RunArgs) -> anyhow::Result<ExitCode> {
     }
     // Keep the embedded simulator alive for the whole run.
     let (mut cfg, sim) = a.to_config()?;
-    let quiet = a.quiet;
     let resume = match (&resumed, &a.resume) {
-        (Some(file), Some(path)) => {
-            if cfg.model.is_none() && !file.metadata.model.is_empty() {
-                cfg.model = Some(file.metadata.model.clone());
-            }
-            servebench_core::resume::check_settings(file, &cfg, sim.is_some())
-                .map_err(|e| args::usage(anyhow::anyhow!("--resume {}: {e}", path.display())))?;
-            let r =
-                servebench_core::resume::Resume::from_results(file, &path.display().to_string());
-            let _ = writeln!(
-                std::io::stderr(),
-                "servebench: resuming {}: {} cells and {} prefill rows kept, the missing and failed ones run again",
-                path.display(),
-                r.cells.len() + r.burst_cells.len(),
-                r.prefill.len()
-            );
-            Some(r)
-        }
+        (Some(file), Some(path)) => Some(resume_from(file, path, &mut cfg, sim.is_some())?),
         _ => None,
     };
     if let Some(sim) = &sim {
-        let _ = writeln!(
-            std::io::stderr(),
-            "servebench: no --url/--host given; benchmarking the built-in simulator ({} personality) at {} (servebench sim --help describes its model)",
+        session::announce_sim(&format!(
+            "benchmarking the built-in simulator ({} personality) at {} (servebench sim --help describes its model)",
             sim.config().personality.engine_name(),
             sim.base_url()
-        );
+        ));
     }
-
-    let (display, note) = live::choose(a.display, quiet);
+    let (display, note) = live::choose(a.display, a.quiet);
     if let Some(note) = note {
         eprintln!("servebench: {note}");
     }
-    let cancel = CancellationToken::new();
-    on_interrupt(
-        cancel.clone(),
+    // A previous results file is never overwritten: it is renamed to NAME.1.json before the
+    // first checkpoint replaces it (with --resume, after it was read: the original is kept).
+    let (session, rx) = session::Session::start(
+        output,
         matches!(display, live::Display::Plain { .. })
             .then_some("finishing the current cell as skipped and writing partial results"),
     );
-
-    // A previous results file is never overwritten: it is renamed to NAME.1.json before the
-    // first checkpoint replaces it (with --resume, after it was read: the original is kept).
-    reports::keep_previous(&output);
-    let (tx, rx) = tokio::sync::mpsc::unbounded_channel::<RunEvent>();
     let (live_tx, live_rx) = tokio::sync::mpsc::unbounded_channel::<RunEvent>();
-    let events = Arc::new(EventSink::new(Some(tx)));
-    let view = live::start(display, live_rx, cancel.clone(), events.skip_control());
-    let checkpoints = tokio::spawn(checkpoint::pump(rx, live_tx, output.clone()));
+    let events = session.events.clone();
+    let view = live::start(
+        display,
+        live_rx,
+        session.cancel.clone(),
+        events.skip_control(),
+    );
+    let checkpoints = tokio::spawn(checkpoint::pump(rx, live_tx, session.output.clone()));
     let results =
-        servebench_core::run_resuming(cfg, host, resume, events.clone(), cancel.clone()).await;
-    drop(events);
+        servebench_core::run_resuming(cfg, host, resume, events, session.cancel.clone()).await;
+    // The event channel closes only when the session's sink is gone too.
+    let output = session.output.clone();
+    drop(session);
     // Every checkpoint is on disk before the final write replaces it.
     let _ = checkpoints.await;
     view.finish().await;
     drop(sim);
-    let results = results.map_err(|e| match e {
-        servebench_core::RunError::Config(c) => args::usage(c),
-        e => anyhow::anyhow!(e),
-    })?;
+    let results = results.map_err(run_error)?;
+    finish_run(&results, &output, &exports, percentiles)
+}
 
-    // When the file cannot be written, still print the report so the measurements are not lost.
-    let written = servebench_report::write_json(&results, &output)
+/// Checks that `file` (the results given to `--resume`) measured what this run measures and
+/// returns what it keeps; takes the file's model when none was given.
+fn resume_from(
+    file: &Results,
+    path: &std::path::Path,
+    cfg: &mut servebench_core::RunConfig,
+    embedded: bool,
+) -> anyhow::Result<servebench_core::resume::Resume> {
+    if cfg.model.is_none() && !file.metadata.model.is_empty() {
+        cfg.model = Some(file.metadata.model.clone());
+    }
+    servebench_core::resume::check_settings(file, cfg, embedded).map_err(|e| {
+        args::usage(anyhow::anyhow!(
+            "--resume {}: {}",
+            path.display(),
+            args::resume_mismatch_message(&e)
+        ))
+    })?;
+    let r = servebench_core::resume::Resume::from_results(file, &path.display().to_string());
+    let _ = writeln!(
+        std::io::stderr(),
+        "servebench: resuming {}: {} cells and {} prefill rows kept, the missing and failed ones run again",
+        path.display(),
+        r.cells.len() + r.burst_cells.len(),
+        r.prefill.len()
+    );
+    Ok(r)
+}
+
+/// A run that could not start, worded for the command line (flag names included).
+fn run_error(e: servebench_core::RunError) -> anyhow::Error {
+    match e {
+        servebench_core::RunError::Config(c) => args::usage(c),
+        servebench_core::RunError::ProbeTimeout {
+            what,
+            limit,
+            detail,
+        } => anyhow::anyhow!(
+            "probe_timeout: the {what} got no answer within {} (--probe-timeout): {detail}",
+            servebench_core::timeouts::format_secs(limit.as_secs_f64())
+        ),
+        e => anyhow::anyhow!(e),
+    }
+}
+
+/// The final write of a run's results, its exports and report, and the exit code. When the
+/// file cannot be written, the report is still printed so the measurements are not lost.
+fn finish_run(
+    results: &Results,
+    output: &std::path::Path,
+    exports: &[(
+        servebench_report::export::ExportFormat,
+        std::path::PathBuf,
+        &'static str,
+    )],
+    percentiles: Vec<f64>,
+) -> anyhow::Result<ExitCode> {
+    let written = checkpoint::write_results(results, output)
         .with_context(|| format!("cannot write {}", output.display()));
     let mut opts = servebench_report::ReportOptions {
         show_capacity_limited_values: results.metadata.show_capacity_limited_values,
         json_path: None,
         percentiles,
     };
-    let export_errors = reports::write_run_exports(&results, &exports, &opts);
+    let export_errors = reports::write_run_exports(results, exports, &opts);
     opts.json_path = written.is_ok().then(|| output.display().to_string());
-    let text = servebench_report::render_text(&results, &opts);
+    let text = servebench_report::render_text(results, &opts);
     let mut stdout = std::io::stdout().lock();
     let _ = writeln!(stdout);
     let _ = stdout.write_all(text.as_bytes());
@@ -280,23 +239,24 @@ async fn cmd_run(a: RunArgs) -> anyhow::Result<ExitCode> {
             export_errors.join("; ")
         );
     }
-    Ok(exit_code(&results))
+    Ok(exit_code(results))
 }
 
 fn exit_code(r: &Results) -> ExitCode {
-    if r.metadata.interrupted {
-        return ExitCode::from(EXIT_INTERRUPTED);
-    }
     let failed = r
         .results
         .iter()
         .filter(|c| matches!(c.status, CellStatus::Error | CellStatus::Invalid))
         .count();
-    if failed > 0 {
-        let _ = writeln!(std::io::stderr(), "servebench: {failed} of {} cells failed (status error/invalid); see the report and the JSON", r.results.len());
-        return ExitCode::from(EXIT_CELLS_FAILED);
-    }
-    ExitCode::SUCCESS
+    session::exit_code(
+        r.metadata.interrupted,
+        (failed > 0).then(|| {
+            format!(
+                "{failed} of {} cells failed (status error/invalid)",
+                r.results.len()
+            )
+        }),
+    )
 }
 
 async fn cmd_sim(a: servebench_sim::SimConfig) -> anyhow::Result<ExitCode> {
@@ -328,7 +288,7 @@ pub(crate) enum AnyResults {
     /// `servebench run` (or `llm_decode_bench.py`) results.
     Matrix(Box<Results>),
     /// `servebench task` (or the old tool's completion-stats) results.
-    Task(Box<servebench_core::task::TaskResults>),
+    Task(Box<servebench_results::task::TaskResults>),
 }
 
 pub(crate) fn read_results(
@@ -365,8 +325,8 @@ fn cmd_validate(a: args::FileArgs) -> anyhow::Result<ExitCode> {
             "results",
         ),
         AnyResults::Task(_) => (
-            servebench_core::task::TASK_SCHEMA_JSON,
-            servebench_core::task::TASK_SCHEMA_VERSION,
+            servebench_results::task::TASK_SCHEMA_JSON,
+            servebench_results::task::TASK_SCHEMA_VERSION,
             "task results",
         ),
     };

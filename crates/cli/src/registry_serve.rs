@@ -39,7 +39,7 @@ pub fn cmd_serve(a: ServeArgs) -> anyhow::Result<ExitCode> {
     tokio::task::block_in_place(|| {
         tokio::runtime::Handle::current().block_on(async move {
             let running = match servebench_registry_server::start(opts, async {
-                crate::interrupt().await;
+                crate::session::interrupt().await;
             })
             .await
             {

@@ -6,7 +6,6 @@ use std::fmt::Write as _;
 use std::io::{Read as _, Write as _};
 use std::path::PathBuf;
 use std::process::ExitCode;
-use std::sync::Arc;
 
 use anyhow::{bail, Context as _};
 use clap::{ArgGroup, Args, ValueEnum};
@@ -16,16 +15,11 @@ use servebench_core::task::{
     parse_dataset, run_task, ScoreSource, Summary, TaskConfig, TaskItem, TaskResults, TaskRun,
     TaskSummary, TASK_SCHEMA_JSON,
 };
-use servebench_core::{EventSink, RunEvent};
 use servebench_sim::{Sim, SimConfig};
 
-use tokio_util::sync::CancellationToken;
-
 use crate::args::{check_output_path, usage, usage_bail, TargetArgs};
+use crate::session::{self, Session};
 
-/// Exit code when some requests failed or no level produced tokens (results are still written).
-const EXIT_RUNS_FAILED: u8 = 3;
-/// Exit code after Ctrl-C (partial results written).
 /// Fraction of a dataset's items the embedded simulator answers correctly (by design).
 const SIM_DATASET_ACCURACY: f64 = 0.7;
 /// Wrong answers listed in the text report.
@@ -276,32 +270,29 @@ pub async fn cmd_task(a: TaskArgs) -> anyhow::Result<ExitCode> {
         ),
     });
     if let (Some(sim), Some(note)) = (&sim, &sim_note) {
-        eprintln!(
-            "servebench: no --url/--host given; running the task against the built-in simulator at {}\n{note}",
+        session::announce_sim(&format!(
+            "running the task against the built-in simulator at {}\n{note}",
             sim.base_url()
-        );
+        ));
     }
-    let cancel = CancellationToken::new();
-    crate::on_ctrl_c(
-        cancel.clone(),
-        "cutting the running requests and writing partial results",
+    // Like `run`: a previous results file is kept as NAME.1.json, never overwritten.
+    let (session, rx) = Session::start(
+        a.output.clone(),
+        Some("cutting the running requests and writing partial results"),
     );
-    let (tx, rx) = tokio::sync::mpsc::unbounded_channel::<RunEvent>();
-    let events = Arc::new(EventSink::new(Some(tx)));
     let printer = tokio::spawn(crate::live::print_events(rx, a.quiet));
-    let results = run_task(cfg, events.clone(), cancel).await;
-    drop(events);
+    let results = run_task(cfg, session.events.clone(), session.cancel.clone()).await;
+    // The event channel closes only when the session's sink is gone too.
+    let output = session.output.clone();
+    drop(session);
     let _ = printer.await;
     drop(sim);
     let results = results.map_err(|e| match e {
         servebench_core::task::TaskError::Config(c) => usage(c),
         e => anyhow::anyhow!(e),
     })?;
-
-    // Like `run`: a previous results file is kept as NAME.1.json, never overwritten.
-    crate::reports::keep_previous(&a.output);
-    let written = write_json(&results, &a.output)
-        .with_context(|| format!("cannot write {}", a.output.display()));
+    let written = crate::checkpoint::write_results(&results, &output)
+        .with_context(|| format!("cannot write {}", output.display()));
     let text = render_report(
         &results,
         written.is_ok().then(|| a.output.display().to_string()),
@@ -323,27 +314,23 @@ pub async fn cmd_task(a: TaskArgs) -> anyhow::Result<ExitCode> {
         }
         bail!(
             "the results written to {} violate schema/task.schema.json ({} problems): this is a servebench bug",
-            a.output.display(),
+            output.display(),
             violations.len()
         );
     }
-    if results.metadata.interrupted {
-        return Ok(ExitCode::from(crate::EXIT_INTERRUPTED));
-    }
     let errors = results.all_summary.errors;
-    if errors > 0 || results.selected_concurrency.is_none() {
-        eprintln!(
-            "servebench: {errors} of {} requests failed{}; see the report and the JSON",
+    let failed = (errors > 0 || results.selected_concurrency.is_none()).then(|| {
+        format!(
+            "{errors} of {} requests failed{}",
             results.all_summary.attempted,
             if results.selected_concurrency.is_none() {
                 " and no level produced tokens"
             } else {
                 ""
             }
-        );
-        return Ok(ExitCode::from(EXIT_RUNS_FAILED));
-    }
-    Ok(ExitCode::SUCCESS)
+        )
+    });
+    Ok(session::exit_code(results.metadata.interrupted, failed))
 }
 
 /// Violations of `schema/task.schema.json` by `r` (empty when it conforms).
@@ -356,13 +343,6 @@ pub fn schema_violations(r: &TaskResults) -> anyhow::Result<Vec<String>> {
         .iter_errors(&value)
         .map(|e| format!("{e} at {}", e.instance_path()))
         .collect())
-}
-
-fn write_json(r: &TaskResults, path: &std::path::Path) -> anyhow::Result<()> {
-    let mut s = serde_json::to_string_pretty(r)?;
-    s.push('\n');
-    servebench_report::write_atomic(path, s.as_bytes())?;
-    Ok(())
 }
 
 fn opt(v: Option<f64>, digits: usize) -> String {

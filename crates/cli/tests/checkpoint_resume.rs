@@ -7,15 +7,16 @@
 
 #![cfg(unix)]
 
-use std::io::Read;
 use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Output, Stdio};
 use std::time::{Duration, Instant};
 
 use serde_json::Value;
-use servebench_sim::{Sim, SimConfig};
+use servebench_sim::Sim;
 
-const BIN: &str = env!("CARGO_BIN_EXE_servebench");
+mod common;
+
+use common::{assert_schema_valid, cell, cells, BIN};
 
 /// The matrix of every run here: 2 × 2 cells of about 1.5 s each.
 const MATRIX: &[&str] = &[
@@ -39,12 +40,7 @@ const MATRIX: &[&str] = &[
 ];
 
 fn sim() -> Sim {
-    Sim::spawn_thread(SimConfig {
-        port: 0,
-        record_truth: false,
-        ..SimConfig::default()
-    })
-    .expect("start the simulator")
+    common::default_sim()
 }
 
 struct Bench {
@@ -68,19 +64,11 @@ impl Bench {
     }
 
     fn command(&self, extra: &[&str]) -> Command {
-        let mut c = Command::new(BIN);
+        let mut c = common::isolated(self.dir.path());
         c.arg("run")
             .args(["--url", &self.url])
             .args(MATRIX)
-            .args(extra)
-            .current_dir(self.dir.path())
-            .env_remove("SERVEBENCH_API_KEY")
-            .env("XDG_CACHE_HOME", self.dir.path().join("cache"))
-            .env("HOME", self.dir.path())
-            .env("RUST_BACKTRACE", "1")
-            .stdin(Stdio::null())
-            .stdout(Stdio::piped())
-            .stderr(Stdio::piped());
+            .args(extra);
         c
     }
 
@@ -123,35 +111,12 @@ fn wait_for_first_cell(out: &Path) {
 }
 
 /// Waits for `child` at most `timeout` (killing it and panicking when it overruns).
-fn wait(mut child: Child, timeout: Duration) -> Output {
-    let mut stdout = child.stdout.take().unwrap();
-    let mut stderr = child.stderr.take().unwrap();
-    let t_out = std::thread::spawn(move || {
-        let mut v = Vec::new();
-        let _ = stdout.read_to_end(&mut v);
-        v
-    });
-    let t_err = std::thread::spawn(move || {
-        let mut v = Vec::new();
-        let _ = stderr.read_to_end(&mut v);
-        v
-    });
-    let deadline = Instant::now() + timeout;
-    let status = loop {
-        if let Some(s) = child.try_wait().unwrap() {
-            break s;
-        }
-        if Instant::now() > deadline {
-            let _ = child.kill();
-            let _ = child.wait();
-            panic!("servebench did not finish within {timeout:?}");
-        }
-        std::thread::sleep(Duration::from_millis(20));
-    };
+fn wait(child: Child, timeout: Duration) -> Output {
+    let e = common::wait_for(child, timeout);
     Output {
-        status,
-        stdout: t_out.join().unwrap(),
-        stderr: t_err.join().unwrap(),
+        status: e.finished(timeout),
+        stdout: e.stdout.into_bytes(),
+        stderr: e.stderr.into_bytes(),
     }
 }
 
@@ -166,32 +131,6 @@ fn read_json(p: &Path) -> Option<Value> {
         serde_json::from_str(&t)
             .unwrap_or_else(|e| panic!("{} is not complete JSON ({e}): a torn write", p.display())),
     )
-}
-
-#[track_caller]
-fn assert_schema_valid(v: &Value) {
-    let schema: Value = serde_json::from_str(servebench_results::SCHEMA_JSON).unwrap();
-    let validator = jsonschema::validator_for(&schema).unwrap();
-    let errors: Vec<String> = validator
-        .iter_errors(v)
-        .map(|e| format!("{e} at {}", e.instance_path()))
-        .collect();
-    assert!(
-        errors.is_empty(),
-        "schema violations:\n{}",
-        errors.join("\n")
-    );
-}
-
-fn cells(v: &Value) -> &Vec<Value> {
-    v["results"].as_array().expect("results[]")
-}
-
-fn cell(v: &Value, c: u64, ctx: u64) -> &Value {
-    cells(v)
-        .iter()
-        .find(|r| r["concurrency"] == c && r["context_tokens"] == ctx)
-        .unwrap_or_else(|| panic!("no cell C={c} ctx={ctx}"))
 }
 
 /// The first cell of the plan (C=1, context 0) is on disk, ok, with its numbers.

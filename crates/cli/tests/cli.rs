@@ -8,17 +8,18 @@
 //! Every failing command must exit non-zero with exactly one `error:` line that says what is
 //! wrong, and must never panic.
 
-use std::io::{BufRead, BufReader, Read};
 use std::path::{Path, PathBuf};
-use std::process::{Child, Command, ExitStatus, Stdio};
+use std::process::{Child, Command, ExitStatus};
 use std::sync::mpsc;
 use std::thread::JoinHandle;
 use std::time::{Duration, Instant};
 
 use serde_json::Value;
-use servebench_sim::{Sim, SimConfig};
+use servebench_sim::SimConfig;
 
-const BIN: &str = env!("CARGO_BIN_EXE_servebench");
+mod common;
+
+use common::{assert_schema_valid, cell, cells, default_sim, drain, sim};
 
 /// Flags that keep every cell around 1.5 s.
 const SHORT: &[&str] = &[
@@ -41,20 +42,6 @@ const QUICK_TIMEOUT: Duration = Duration::from_secs(20);
 
 // ------------------------------------------------------------------------------------------
 // Harness
-
-/// Starts the simulator in this process on an ephemeral port.
-fn sim(cfg: SimConfig) -> Sim {
-    Sim::spawn_thread(SimConfig {
-        port: 0,
-        record_truth: false,
-        ..cfg
-    })
-    .expect("start the simulator")
-}
-
-fn default_sim() -> Sim {
-    sim(SimConfig::default())
-}
 
 /// What a finished child process left behind.
 #[derive(Debug)]
@@ -168,62 +155,18 @@ impl Out {
     }
 }
 
-/// Reads `r` to the end on a thread; each line is also sent on `lines` when given.
-fn drain<R: Read + Send + 'static>(
-    r: R,
-    lines: Option<mpsc::Sender<String>>,
-) -> JoinHandle<String> {
-    std::thread::spawn(move || {
-        let mut all = String::new();
-        let mut reader = BufReader::new(r);
-        let mut buf = Vec::new();
-        loop {
-            buf.clear();
-            match reader.read_until(b'\n', &mut buf) {
-                Ok(0) | Err(_) => break,
-                Ok(_) => {
-                    let line = String::from_utf8_lossy(&buf).into_owned();
-                    if let Some(tx) = &lines {
-                        let _ = tx.send(line.trim_end().to_string());
-                    }
-                    all.push_str(&line);
-                }
-            }
-        }
-        all
-    })
-}
-
 /// Waits for `child` at most `timeout`; kills it and panics when it overruns.
 fn wait(
-    mut child: Child,
+    child: Child,
     stdout: JoinHandle<String>,
     stderr: JoinHandle<String>,
     timeout: Duration,
 ) -> Out {
-    let deadline = Instant::now() + timeout;
-    let status = loop {
-        if let Some(s) = child.try_wait().expect("try_wait") {
-            break Some(s);
-        }
-        if Instant::now() >= deadline {
-            let _ = child.kill();
-            let _ = child.wait();
-            break None;
-        }
-        std::thread::sleep(Duration::from_millis(20));
-    };
-    let stdout = stdout.join().unwrap_or_default();
-    let stderr = stderr.join().unwrap_or_default();
-    match status {
-        Some(status) => Out {
-            status,
-            stdout,
-            stderr,
-        },
-        None => panic!(
-            "servebench did not finish within {timeout:?}\n--- stdout ---\n{stdout}\n--- stderr ---\n{stderr}"
-        ),
+    let e = common::wait_drained(child, stdout, stderr, timeout);
+    Out {
+        status: e.finished(timeout),
+        stdout: e.stdout,
+        stderr: e.stderr,
     }
 }
 
@@ -251,18 +194,8 @@ impl Bench {
     /// A `servebench` command isolated from the user's environment (no API key, cache in the
     /// scratch directory, backtraces on so a panic cannot hide).
     fn command(&self, args: &[&str]) -> Command {
-        let mut c = Command::new(BIN);
-        c.args(args)
-            .current_dir(self.dir.path())
-            .env_remove("SERVEBENCH_API_KEY")
-            .env_remove("RUST_LOG")
-            .env("XDG_CACHE_HOME", self.path("cache"))
-            .env("HOME", self.dir.path())
-            .env("RUST_BACKTRACE", "1")
-            .env("NO_COLOR", "1")
-            .stdin(Stdio::null())
-            .stdout(Stdio::piped())
-            .stderr(Stdio::piped());
+        let mut c = common::isolated(self.dir.path());
+        c.args(args);
         c
     }
 
@@ -311,35 +244,6 @@ fn read_valid_results(path: &Path) -> Value {
     let v: Value = serde_json::from_str(&text).expect("results file is JSON");
     assert_schema_valid(&v);
     v
-}
-
-#[track_caller]
-fn assert_schema_valid(v: &Value) {
-    let schema: Value =
-        serde_json::from_str(servebench_results::SCHEMA_JSON).expect("schema is JSON");
-    let validator = jsonschema::validator_for(&schema).expect("schema compiles");
-    let errors: Vec<String> = validator
-        .iter_errors(v)
-        .map(|e| format!("{e} at {}", e.instance_path()))
-        .collect();
-    assert!(
-        errors.is_empty(),
-        "results violate the schema:\n{}",
-        errors.join("\n")
-    );
-}
-
-fn cells(v: &Value) -> &Vec<Value> {
-    v["results"].as_array().expect("results[] array")
-}
-
-/// The cell at (C, context).
-#[track_caller]
-fn cell(v: &Value, c: u64, ctx: u64) -> &Value {
-    cells(v)
-        .iter()
-        .find(|r| r["concurrency"] == c && r["context_tokens"] == ctx)
-        .unwrap_or_else(|| panic!("no cell C={c} ctx={ctx} in {:#}", v["results"]))
 }
 
 fn status(cell: &Value) -> &str {

@@ -7,14 +7,15 @@
 
 mod faulty;
 
-use std::io::Read;
 use std::process::{Command, Stdio};
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
 use faulty::{Config, Fault};
 use serde_json::Value;
 
-const BIN: &str = env!("CARGO_BIN_EXE_servebench");
+mod common;
+
+use common::BIN;
 
 struct Run {
     code: Option<i32>,
@@ -82,49 +83,28 @@ fn run(url: &str, extra: &[&str], limit: Duration) -> Run {
     args.extend(extra.iter().map(|s| s.to_string()));
     args.push("-o".into());
     args.push(out.display().to_string());
-    let t0 = Instant::now();
-    let mut child = Command::new(BIN)
+    let child = Command::new(BIN)
         .args(&args)
         .stdin(Stdio::null())
         .stdout(Stdio::piped())
         .stderr(Stdio::piped())
         .spawn()
         .expect("spawn servebench");
-    let mut so = child.stdout.take().unwrap();
-    let mut se = child.stderr.take().unwrap();
-    let ho = std::thread::spawn(move || {
-        let mut s = String::new();
-        let _ = so.read_to_string(&mut s);
-        s
-    });
-    let he = std::thread::spawn(move || {
-        let mut s = String::new();
-        let _ = se.read_to_string(&mut s);
-        s
-    });
-    let code = loop {
-        if let Some(st) = child.try_wait().unwrap() {
-            break st.code();
-        }
-        if t0.elapsed() > limit {
-            let _ = child.kill();
-            let _ = child.wait();
-            let (o, e) = (ho.join().unwrap(), he.join().unwrap());
-            panic!(
-                "servebench still running after {limit:?} (it must end in bounded time)\n--- stdout ---\n{o}\n--- stderr ---\n{e}"
-            );
-        }
-        std::thread::sleep(Duration::from_millis(50));
+    let e = common::wait_for(child, limit);
+    let Some(status) = e.status else {
+        panic!(
+            "servebench still running after {limit:?} (it must end in bounded time)\n--- stdout ---\n{}\n--- stderr ---\n{}",
+            e.stdout, e.stderr
+        );
     };
-    let elapsed = t0.elapsed();
     let json = std::fs::read_to_string(&out)
         .ok()
         .and_then(|t| serde_json::from_str(&t).ok());
     Run {
-        code,
-        stdout: ho.join().unwrap(),
-        stderr: he.join().unwrap(),
-        elapsed,
+        code: status.code(),
+        stdout: e.stdout,
+        stderr: e.stderr,
+        elapsed: e.elapsed,
         json,
     }
 }
@@ -145,11 +125,9 @@ fn invalid_with(r: &Run, kind: &str) -> Value {
     c
 }
 
+#[track_caller]
 fn validate(v: &Value) {
-    let schema: Value = serde_json::from_str(servebench_results::SCHEMA_JSON).unwrap();
-    let val = jsonschema::validator_for(&schema).unwrap();
-    let errs: Vec<String> = val.iter_errors(v).map(|e| e.to_string()).collect();
-    assert!(errs.is_empty(), "schema: {errs:?}");
+    common::assert_schema_valid(v);
 }
 
 const SHORT_LIMIT: Duration = Duration::from_secs(30);

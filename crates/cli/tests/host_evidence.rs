@@ -12,12 +12,14 @@
 
 use std::io::{BufRead, BufReader};
 use std::path::{Path, PathBuf};
-use std::process::{Child, Command, Output, Stdio};
+use std::process::{Child, Command, Output};
 use std::time::Duration;
 
 use serde_json::Value;
 
-const BIN: &str = env!("CARGO_BIN_EXE_servebench");
+mod common;
+
+use common::assert_schema_valid;
 
 /// Short cells: 2 s windows, 0.5 s readiness, no warmup, no pauses.
 const SHORT: &[&str] = &[
@@ -129,17 +131,8 @@ impl Bench {
     }
 
     fn command(&self, args: &[&str], env: &[(&str, &str)]) -> Command {
-        let mut c = Command::new(BIN);
-        c.args(args)
-            .current_dir(self.dir.path())
-            .env_remove("SERVEBENCH_API_KEY")
-            .env_remove("RUST_LOG")
-            .env("XDG_CACHE_HOME", self.path("cache"))
-            .env("HOME", self.dir.path())
-            .env("NO_COLOR", "1")
-            .stdin(Stdio::null())
-            .stdout(Stdio::piped())
-            .stderr(Stdio::piped());
+        let mut c = common::isolated(self.dir.path());
+        c.args(args);
         for (k, v) in env {
             c.env(k, v);
         }
@@ -171,16 +164,6 @@ impl Bench {
         );
         (out, text)
     }
-}
-
-fn assert_schema_valid(v: &Value) {
-    let schema: Value = serde_json::from_str(servebench_results::SCHEMA_JSON).unwrap();
-    let validator = jsonschema::validator_for(&schema).expect("schema compiles");
-    let errors: Vec<String> = validator
-        .iter_errors(v)
-        .map(|e| format!("{e} at {}", e.instance_path()))
-        .collect();
-    assert!(errors.is_empty(), "schema violations: {errors:#?}");
 }
 
 fn f(v: &Value) -> f64 {

@@ -16,7 +16,7 @@ use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use bytes::Bytes;
-use servebench_results::{CellResult, CellStatus};
+use servebench_results::{AggregateSource, BenchmarkMode, CellResult, CellStatus, FailureKind};
 use servebench_sse::RequestRecord;
 use tokio_util::sync::CancellationToken;
 
@@ -50,7 +50,7 @@ pub struct BurstJob {
     /// Discarded warmup requests W.
     pub warmup_count: u64,
     /// `request-count` (primary layer) or `burst-e2e` (after the sustained matrix).
-    pub mode: &'static str,
+    pub mode: BenchmarkMode,
     /// Cold prompts (`--prompt-cache cold`): the run id whose nonce each request replaces with
     /// its own ([`crate::cache::cold_body`]); `None` = every request sends `body` (shared).
     pub cold_run_id: Option<String>,
@@ -159,10 +159,10 @@ pub async fn run_burst_cell(
     let mut result = CellResult {
         concurrency: c,
         context_tokens: job.spec.context,
-        benchmark_mode: job.mode.into(),
+        benchmark_mode: job.mode,
         request_count_target: job.request_count,
         warmup_request_count: job.warmup_count,
-        aggregate_source: "none".into(),
+        aggregate_source: AggregateSource::None,
         ..Default::default()
     };
     events.emit(RunEvent::CellStarted {
@@ -186,7 +186,7 @@ pub async fn run_burst_cell(
                 result.status = CellStatus::Error;
                 result.status_reason =
                     scout_failure_reason(out.record.error.as_deref().unwrap_or_default());
-                result.error_kind = out.facts.kind.map(|k| k.as_str().into());
+                result.error_kind = out.facts.kind;
                 events.log(format!("cell error {label}: {}", result.status_reason));
                 return ended(result, Some(out.record), false);
             }
@@ -209,7 +209,7 @@ pub async fn run_burst_cell(
         if let Some((err, kind)) = report.first_failure {
             result.status = CellStatus::Invalid;
             result.status_reason = format!("a warmup request failed: {err}");
-            result.error_kind = kind.map(|k| k.as_str().into());
+            result.error_kind = kind;
             events.log(format!("cell invalid {label}: {}", result.status_reason));
             return ended(result, scout, false);
         }
@@ -346,7 +346,7 @@ fn finish(
     if let Some((err, kind)) = failure {
         result.status = CellStatus::Invalid;
         result.status_reason = format!("a request failed: {err}");
-        result.error_kind = kind.map(|k| k.as_str().into());
+        result.error_kind = kind;
         return records;
     }
     let tokens: u64 = records
@@ -391,10 +391,10 @@ fn finish(
     if tokens == 0 || wall <= 0.0 {
         result.status = CellStatus::Invalid;
         result.status_reason = "no completed request produced output tokens".into();
-        result.error_kind = Some("no_output".into());
+        result.error_kind = Some(FailureKind::NoOutput);
     } else {
         let tps = tokens as f64 / wall;
-        result.aggregate_source = "openai_completed_usage".into();
+        result.aggregate_source = AggregateSource::OpenaiCompletedUsage;
         result.aggregate_tps = Some(tps);
         result.per_request_avg_tps = Some(tps / c as f64);
     }

@@ -14,42 +14,11 @@
 //! `[BENCH_<run>_CTX_<ctx>]` is replaced by another 12-letter id derived from the request's
 //! number, so prompts sized by `/tokenize` stay within a token or two of their target.
 
-use std::str::FromStr;
-
 use bytes::Bytes;
-use servebench_results::CellResult;
+use servebench_results::{CacheState, CellResult};
 
-/// How the prompts of a cell are built (`--prompt-cache`).
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub enum PromptCache {
-    /// A unique prefix per request: no prefix-cache reuse between requests.
-    Cold,
-    /// One prompt for every request of the cell (prefix-cache reuse on purpose).
-    Shared,
-}
-
-impl PromptCache {
-    /// `cold` or `shared` (the results field `prompt_cache`).
-    pub fn as_str(self) -> &'static str {
-        match self {
-            PromptCache::Cold => "cold",
-            PromptCache::Shared => "shared",
-        }
-    }
-}
-
-impl FromStr for PromptCache {
-    type Err = String;
-    fn from_str(s: &str) -> Result<Self, String> {
-        match s {
-            "cold" => Ok(PromptCache::Cold),
-            "shared" => Ok(PromptCache::Shared),
-            other => Err(format!(
-                "--prompt-cache must be cold or shared, got {other:?}"
-            )),
-        }
-    }
-}
+/// How the prompts of a cell are built (`cold` or `shared`; the results field `prompt_cache`).
+pub use servebench_results::PromptCache;
 
 /// A 12-letter id for request `n` of a cell, different from `run_id` and from every other `n`
 /// (FNV-1a of the run id and `n`, written in base 26).
@@ -108,7 +77,7 @@ pub const WARM_FRACTION: f64 = 0.25;
 /// measured request was, `cold` when every request that reported a count was not. Without any
 /// per-request count, the window's prefix-cache hit rate decides (`warm` above
 /// [`WARM_FRACTION`]). Neither: `unverified`. `None` for cells without requests.
-pub fn cache_state(cell: &CellResult) -> Option<&'static str> {
+pub fn cache_state(cell: &CellResult) -> Option<CacheState> {
     if cell.request_samples.is_empty() && cell.server_prefix_cache_hit_rate.is_none() {
         return None;
     }
@@ -129,21 +98,25 @@ pub fn cache_state(cell: &CellResult) -> Option<&'static str> {
         }
     }
     if reported > 0 {
-        return Some(if warm > 0 { "warm" } else { "cold" });
+        return Some(if warm > 0 {
+            CacheState::Warm
+        } else {
+            CacheState::Cold
+        });
     }
     match cell.server_prefix_cache_hit_rate {
-        Some(h) if h > WARM_FRACTION => Some("warm"),
-        Some(_) => Some("cold"),
-        None => Some("unverified"),
+        Some(h) if h > WARM_FRACTION => Some(CacheState::Warm),
+        Some(_) => Some(CacheState::Cold),
+        None => Some(CacheState::Unverified),
     }
 }
 
 /// Records how the cell's prompts were built and the verified cache state, with a warning when
 /// cold prompts were served warm.
 pub fn record(cell: &mut CellResult, prompts: PromptCache) {
-    cell.prompt_cache = Some(prompts.as_str().to_owned());
-    cell.cache_state = cache_state(cell).map(str::to_owned);
-    if prompts == PromptCache::Cold && cell.cache_state.as_deref() == Some("warm") {
+    cell.prompt_cache = Some(prompts);
+    cell.cache_state = cache_state(cell);
+    if prompts == PromptCache::Cold && cell.cache_state == Some(CacheState::Warm) {
         cell.warnings.push(
             "prompts had a unique prefix per request, yet the server reported cached prompt tokens: \
              the measurement is not cold"
@@ -188,29 +161,33 @@ mod tests {
             request_samples: vec![sample(Some(142), Some(0)), sample(Some(142), Some(16))],
             ..CellResult::default()
         };
-        assert_eq!(cache_state(&cell), Some("cold"));
+        assert_eq!(cache_state(&cell), Some(CacheState::Cold));
         cell.request_samples.push(sample(Some(142), Some(128)));
-        assert_eq!(cache_state(&cell), Some("warm"), "128 of 142 cached");
+        assert_eq!(
+            cache_state(&cell),
+            Some(CacheState::Warm),
+            "128 of 142 cached"
+        );
         // nothing per request: the server's counters decide, else unverified
         cell.request_samples = vec![sample(Some(142), None)];
-        assert_eq!(cache_state(&cell), Some("unverified"));
+        assert_eq!(cache_state(&cell), Some(CacheState::Unverified));
         cell.server_prefix_cache_hit_rate = Some(0.9);
-        assert_eq!(cache_state(&cell), Some("warm"));
+        assert_eq!(cache_state(&cell), Some(CacheState::Warm));
         cell.server_prefix_cache_hit_rate = Some(0.01);
-        assert_eq!(cache_state(&cell), Some("cold"));
+        assert_eq!(cache_state(&cell), Some(CacheState::Cold));
         // llama.cpp timings
         cell.request_samples = vec![RequestSample {
             timings_prompt_n: Some(1),
             timings_cache_n: Some(236),
             ..RequestSample::default()
         }];
-        assert_eq!(cache_state(&cell), Some("warm"));
+        assert_eq!(cache_state(&cell), Some(CacheState::Warm));
         let mut c = CellResult::default();
         assert_eq!(cache_state(&c), None);
         c.request_samples = vec![sample(Some(1000), Some(900))];
         record(&mut c, PromptCache::Cold);
-        assert_eq!(c.cache_state.as_deref(), Some("warm"));
-        assert_eq!(c.prompt_cache.as_deref(), Some("cold"));
+        assert_eq!(c.cache_state, Some(CacheState::Warm));
+        assert_eq!(c.prompt_cache, Some(PromptCache::Cold));
         assert!(c.warnings[0].contains("not cold"));
     }
 }

@@ -33,7 +33,7 @@ use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use bytes::Bytes;
-use servebench_results::{CellResult, CellStatus};
+use servebench_results::{BenchmarkMode, CellResult, CellStatus, FailureKind};
 use servebench_sse::RequestRecord;
 use tokio_util::sync::CancellationToken;
 
@@ -437,7 +437,7 @@ fn base_result(spec: &CellSpec) -> CellResult {
     CellResult {
         concurrency: spec.concurrency,
         context_tokens: spec.context,
-        benchmark_mode: "duration".into(),
+        benchmark_mode: BenchmarkMode::Duration,
         ..Default::default()
     }
 }
@@ -452,7 +452,7 @@ fn scout_failed(
     let mut result = base_result(spec);
     result.status = CellStatus::Error;
     result.status_reason = scout_failure_reason(out.record.error.as_deref().unwrap_or_default());
-    result.error_kind = out.facts.kind.map(|k| k.as_str().into());
+    result.error_kind = out.facts.kind;
     result.rejected_requests = Some(u64::from(out.facts.rejected));
     result.retried_requests = Some(u64::from(out.facts.retries));
     result.num_errors = 1;
@@ -632,7 +632,7 @@ impl SustainedMeasurement {
         if let Some((err, kind)) = &self.failure {
             result.status = CellStatus::Invalid;
             result.status_reason = format!("a stream failed: {err}");
-            result.error_kind = kind.map(|k| k.as_str().into());
+            result.error_kind = *kind;
             let recs: Vec<&RequestRecord> = outs.iter().map(|o| &o.record).collect();
             fill_request_stats(&mut result, &recs, self.window.map(|w| w.start));
         } else if let Some(w) = self.window {
@@ -663,7 +663,7 @@ impl SustainedMeasurement {
         result.client_token_events = Some(tally.token_events);
         result.continuous_usage_requests = Some(tally.continuous);
         result.total_tokens = Some(tally.tokens);
-        result.aggregate_source = tally.aggregate_source().into();
+        result.aggregate_source = tally.aggregate_source();
         fill_request_stats(result, &in_window, Some(w.start));
         if result.prompt_tokens.is_none() {
             result.prompt_tokens = in_window.iter().find_map(|r| r.prompt_tokens);
@@ -793,7 +793,7 @@ impl SustainedMeasurement {
         if tally.tokens == 0 {
             result.status = CellStatus::Invalid;
             result.status_reason = "no output tokens arrived inside the measured window".into();
-            result.error_kind = Some("no_output".into());
+            result.error_kind = Some(FailureKind::NoOutput);
         } else {
             let tps = tally.tokens as f64 / w.seconds();
             result.aggregate_tps = Some(tps);

@@ -7,7 +7,7 @@
 use std::sync::{Arc, Mutex};
 use std::time::Instant;
 
-use servebench_results::{CellResult, PrefillRow, Results};
+use servebench_results::{CellResult, DecodeMode, PrefillRow, Results};
 use tokio::sync::mpsc::UnboundedSender;
 use tokio_util::sync::CancellationToken;
 
@@ -61,8 +61,8 @@ pub struct RunPlan {
     pub window_s: f64,
     /// Pause between cells, s.
     pub pause_s: f64,
-    /// Primary layer: `sustained` or `request-count`.
-    pub layer: String,
+    /// Primary layer: sustained cells (`duration`) or request-count cells.
+    pub layer: DecodeMode,
     /// Length of the hidden C=1 warmup, s (None when it does not run).
     pub warmup_s: Option<f64>,
     /// A Burst / E2E layer runs after the matrix (its duration is not known in advance).
@@ -270,13 +270,56 @@ impl EventSink {
     }
 }
 
+/// Why a run was stopped (recorded by whoever cancels the run's token, read by the runner for
+/// the reasons of the cells it could not finish).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum StopCause {
+    /// Ctrl-C (SIGINT, or the key in the live dashboard).
+    CtrlC,
+    /// SIGTERM (`timeout`, `docker stop`, systemd, Slurm).
+    Sigterm,
+    /// SIGHUP (the terminal or SSH session went away).
+    Sighup,
+    /// The live view's `q` key.
+    QuitKey,
+}
+
+impl StopCause {
+    /// How the stop is named in cell reasons (`interrupted by the user (…)`).
+    pub fn words(self) -> &'static str {
+        match self {
+            StopCause::CtrlC => "Ctrl-C",
+            StopCause::Sigterm => "SIGTERM",
+            StopCause::Sighup => "SIGHUP",
+            StopCause::QuitKey => "key q in the live view",
+        }
+    }
+}
+
 /// "Skip the running cell" from a live view into the runner. The runner installs a token per
 /// cell ([`SkipControl::begin`]); [`SkipControl::skip_current`] cancels it, which ends the cell
-/// the way Ctrl-C does, but only that cell: the run goes on with the next one.
+/// the way Ctrl-C does, but only that cell: the run goes on with the next one. It also carries
+/// why the whole run was stopped ([`SkipControl::record_stop`]).
 #[derive(Clone, Debug, Default)]
-pub struct SkipControl(Arc<Mutex<Option<CancellationToken>>>);
+pub struct SkipControl(
+    Arc<Mutex<Option<CancellationToken>>>,
+    Arc<Mutex<Option<StopCause>>>,
+);
 
 impl SkipControl {
+    /// Records why the run is being stopped; the first cause recorded wins (a second Ctrl-C
+    /// after `q` does not change what happened first).
+    pub fn record_stop(&self, cause: StopCause) {
+        if let Ok(mut g) = self.1.lock() {
+            g.get_or_insert(cause);
+        }
+    }
+
+    /// The recorded stop cause, if any.
+    pub fn stop_cause(&self) -> Option<StopCause> {
+        self.1.lock().ok().and_then(|g| *g)
+    }
+
     /// Skips the running cell; false when no cell is running (nothing happens then).
     pub fn skip_current(&self) -> bool {
         match self.0.lock().ok().and_then(|g| g.clone()) {

@@ -227,13 +227,13 @@ impl HostRun {
     }
 }
 
-/// Parses `--hw-monitor-interval` seconds: > 0 and ≤ 3600.
+/// The hardware monitor's sampling interval from seconds: > 0 and ≤ 3600.
+///
+/// Errors: the bounds, with the value (the CLI names its flag).
 pub fn monitor_interval(secs: f64) -> Result<Duration, String> {
     if secs.is_finite() && secs > 0.0 && secs <= 3600.0 {
         Ok(Duration::from_secs_f64(secs))
     } else {
-        Err(format!(
-            "--hw-monitor-interval must be > 0 and ≤ 3600 seconds (got {secs}); use --no-hw-monitor to disable it"
-        ))
+        Err(format!("must be > 0 and ≤ 3600 seconds (got {secs})"))
     }
 }

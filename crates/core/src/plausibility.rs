@@ -78,13 +78,12 @@ pub fn apply_findings(result: &mut CellResult, findings: Vec<Finding>) {
         if f.invalid && result.status == CellStatus::Ok {
             result.status = CellStatus::Invalid;
             result.status_reason = f.message;
-            result.error_kind = Some(f.kind.as_str().into());
+            result.error_kind = Some(f.kind);
             continue;
         }
         result.warnings.push(f.message);
-        let k = f.kind.as_str().to_string();
-        if !result.warning_kinds.contains(&k) {
-            result.warning_kinds.push(k);
+        if !result.warning_kinds.contains(&f.kind) {
+            result.warning_kinds.push(f.kind);
         }
     }
 }
@@ -380,7 +379,7 @@ mod tests {
         let f = stall_findings(&mut cell, &st);
         apply_findings(&mut cell, f);
         assert_eq!(cell.status, CellStatus::Invalid);
-        assert_eq!(cell.error_kind.as_deref(), Some("stream_stalls"));
+        assert_eq!(cell.error_kind, Some(FailureKind::StreamStalls));
     }
 
     #[test]

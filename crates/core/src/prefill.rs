@@ -19,7 +19,7 @@ use std::time::{Duration, Instant};
 use bytes::Bytes;
 use serde_json::{json, Value};
 use servebench_metrics::{counter_delta, Concept, Engine, Scrape};
-use servebench_results::{CellStatus, JsonObject, PrefillRow};
+use servebench_results::{CellStatus, JsonObject, PrefillMethod, PrefillRow};
 use servebench_sse::RequestRecord;
 use tokio_util::sync::CancellationToken;
 
@@ -298,7 +298,7 @@ fn server_validation_json(samples: &[&PrefillSample], validate: bool) -> JsonObj
 pub fn cold_row(
     samples: &[PrefillSample],
     failures: &[String],
-    method: &str,
+    method: PrefillMethod,
     metric: PrefillMetric,
 ) -> PrefillRow {
     let ok: Vec<&PrefillSample> = samples
@@ -317,9 +317,9 @@ pub fn cold_row(
     let server_tps = sv.get("tok_per_sec").and_then(Value::as_f64);
     let server_secs = sv.get("prefill_seconds").and_then(Value::as_f64);
     let (tok_per_sec, prefill_seconds, method) = if metric == PrefillMetric::Prometheus {
-        (server_tps, server_secs, "prometheus".to_string())
+        (server_tps, server_secs, PrefillMethod::Prometheus)
     } else {
-        (client_tps, client_ttft, method.to_string())
+        (client_tps, client_ttft, method)
     };
     let (status, reason) = if ok.is_empty() {
         (
@@ -382,7 +382,7 @@ pub fn warm_row(sample: Result<&PrefillSample, &String>) -> PrefillRow {
         Ok(s) => s,
         Err(e) => {
             return PrefillRow {
-                method: "warm_prefix".into(),
+                method: PrefillMethod::WarmPrefix,
                 status: Some(CellStatus::Error),
                 status_reason: Some(format!("warm request failed: {e}")),
                 ..Default::default()
@@ -412,7 +412,7 @@ pub fn warm_row(sample: Result<&PrefillSample, &String>) -> PrefillRow {
         client_tok_per_sec: tps,
         prompt_tokens: prompt,
         samples: 1,
-        method: "warm_prefix".into(),
+        method: PrefillMethod::WarmPrefix,
         cached_tokens: cached,
         computed_tokens: computed,
         cache_hit_rate: match (prompt, cached) {

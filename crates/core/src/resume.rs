@@ -117,9 +117,146 @@ impl Resume {
     }
 }
 
-/// The settings a resume compares, as (flag, value in the file, value of this run). Values are
-/// rendered as text so the error can show them.
-pub fn checked_settings(file: &Results, cfg: &RunConfig) -> Vec<(&'static str, String, String)> {
+/// A setting a resume compares (see [`checked_settings`]). The CLI names each by its flag;
+/// [`Setting::name`] is the results field (or `startup_diagnostics.args` key) it is read from.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub enum Setting {
+    /// `metadata.endpoint`.
+    Endpoint,
+    /// `metadata.concurrency_levels`.
+    Concurrency,
+    /// `metadata.context_lengths`.
+    Contexts,
+    /// `metadata.duration_per_test`, s.
+    Duration,
+    /// `metadata.max_tokens`.
+    MaxTokens,
+    /// `metadata.ignore_eos`.
+    IgnoreEos,
+    /// `metadata.temperature`.
+    Temperature,
+    /// `metadata.stable_window_seconds`.
+    StableWindow,
+    /// `metadata.request_count`.
+    RequestCount,
+    /// `metadata.warmup_request_count`.
+    WarmupRequestCount,
+    /// `metadata.run_burst`.
+    RunBurst,
+    /// `metadata.burst_request_count`.
+    BurstRequestCount,
+    /// `metadata.burst_warmup_request_count`.
+    BurstWarmupRequestCount,
+    /// `metadata.burst_requests_per_concurrency`.
+    BurstRequestsPerConcurrency,
+    /// `metadata.dcp_size`.
+    DcpSize,
+    /// `metadata.skip_prefill`.
+    SkipPrefill,
+    /// `metadata.standalone_prefill`.
+    StandalonePrefill,
+    /// `metadata.prefill_only`.
+    PrefillOnly,
+    /// `metadata.prefill_contexts`.
+    PrefillContexts,
+    /// `metadata.prefill_metric`.
+    PrefillMetric,
+    /// `startup_diagnostics.args.kv_budget`.
+    KvBudget,
+    /// `startup_diagnostics.args.token_targeting`.
+    TokenTargeting,
+    /// `startup_diagnostics.args.prefill_duration`.
+    PrefillDuration,
+    /// `metadata.model`.
+    Model,
+}
+
+impl Setting {
+    /// Every setting, in the order they are compared.
+    pub const ALL: [Setting; 24] = [
+        Setting::Endpoint,
+        Setting::Concurrency,
+        Setting::Contexts,
+        Setting::Duration,
+        Setting::MaxTokens,
+        Setting::IgnoreEos,
+        Setting::Temperature,
+        Setting::StableWindow,
+        Setting::RequestCount,
+        Setting::WarmupRequestCount,
+        Setting::RunBurst,
+        Setting::BurstRequestCount,
+        Setting::BurstWarmupRequestCount,
+        Setting::BurstRequestsPerConcurrency,
+        Setting::DcpSize,
+        Setting::SkipPrefill,
+        Setting::StandalonePrefill,
+        Setting::PrefillOnly,
+        Setting::PrefillContexts,
+        Setting::PrefillMetric,
+        Setting::KvBudget,
+        Setting::TokenTargeting,
+        Setting::PrefillDuration,
+        Setting::Model,
+    ];
+
+    /// The results field (or argument key) the setting is read from.
+    pub fn name(self) -> &'static str {
+        match self {
+            Setting::Endpoint => "endpoint",
+            Setting::Concurrency => "concurrency_levels",
+            Setting::Contexts => "context_lengths",
+            Setting::Duration => "duration_per_test",
+            Setting::MaxTokens => "max_tokens",
+            Setting::IgnoreEos => "ignore_eos",
+            Setting::Temperature => "temperature",
+            Setting::StableWindow => "stable_window_seconds",
+            Setting::RequestCount => "request_count",
+            Setting::WarmupRequestCount => "warmup_request_count",
+            Setting::RunBurst => "run_burst",
+            Setting::BurstRequestCount => "burst_request_count",
+            Setting::BurstWarmupRequestCount => "burst_warmup_request_count",
+            Setting::BurstRequestsPerConcurrency => "burst_requests_per_concurrency",
+            Setting::DcpSize => "dcp_size",
+            Setting::SkipPrefill => "skip_prefill",
+            Setting::StandalonePrefill => "standalone_prefill",
+            Setting::PrefillOnly => "prefill_only",
+            Setting::PrefillContexts => "prefill_contexts",
+            Setting::PrefillMetric => "prefill_metric",
+            Setting::KvBudget => "kv_budget",
+            Setting::TokenTargeting => "token_targeting",
+            Setting::PrefillDuration => "prefill_duration",
+            Setting::Model => "model",
+        }
+    }
+}
+
+/// Why a resume is refused ([`check_settings`]).
+#[derive(Clone, Debug, PartialEq, Eq, thiserror::Error)]
+pub enum ResumeMismatch {
+    /// The file measured another server (or the built-in simulator, or not).
+    #[error("the target differs: the file measured {file}, this run targets {run}")]
+    Target {
+        /// What the file measured (URL or `the built-in simulator`).
+        file: String,
+        /// What this run targets.
+        run: String,
+    },
+    /// A setting that changes the numbers differs.
+    #[error("{} differs: the file has {file}, this run {run}", .setting.name())]
+    Setting {
+        /// Which setting.
+        setting: Setting,
+        /// Its value in the file, as text.
+        file: String,
+        /// Its value in this run, as text.
+        run: String,
+    },
+}
+
+/// The settings a resume compares, as (setting, value in the file, value of this run). Values
+/// are rendered as text so the error can show them.
+pub fn checked_settings(file: &Results, cfg: &RunConfig) -> Vec<(Setting, String, String)> {
     let m = &file.metadata;
     let list = |v: &[u64]| {
         v.iter()
@@ -129,139 +266,122 @@ pub fn checked_settings(file: &Results, cfg: &RunConfig) -> Vec<(&'static str, S
     };
     let opt_f = |v: Option<f64>| v.map_or("server default".to_string(), |t| t.to_string());
     let secs = |v: f64| format!("{}", (v * 1e6).round() / 1e6);
-    let arg = |k: &str| {
-        file.startup_diagnostics
-            .get("args")
-            .and_then(|a| a.get(k))
-            .cloned()
-    };
-    let new_arg = |k: &str| cfg.args_snapshot.get(k).cloned();
-    let show = |v: Option<serde_json::Value>| match v {
-        None | Some(serde_json::Value::Null) => "unset".to_string(),
-        Some(serde_json::Value::String(s)) => s,
-        Some(v) => v.to_string(),
-    };
-    let prefill_metric = |p: crate::prefill::PrefillMetric| match p {
-        crate::prefill::PrefillMetric::Client => "client",
-        crate::prefill::PrefillMetric::Auto => "auto",
-        crate::prefill::PrefillMetric::Prometheus => "prometheus",
-    };
-    let mut out = vec![
+    let b = &cfg.burst;
+    let p = &cfg.prefill;
+    let n = |a: u64, b: u64| (a.to_string(), b.to_string());
+    let f = |a: bool, b: bool| (a.to_string(), b.to_string());
+    let pairs = [
         (
-            "--endpoint",
-            m.endpoint.clone(),
-            cfg.target.endpoint.as_str().to_string(),
+            Setting::Endpoint,
+            (m.endpoint.clone(), cfg.target.endpoint.as_str().to_string()),
         ),
         (
-            "--concurrency",
-            list(&m.concurrency_levels),
-            list(&cfg.concurrency),
-        ),
-        ("--contexts", list(&m.context_lengths), list(&cfg.contexts)),
-        (
-            "--duration",
-            secs(m.duration_per_test),
-            secs(cfg.duration.as_secs_f64()),
+            Setting::Concurrency,
+            (list(&m.concurrency_levels), list(&cfg.concurrency)),
         ),
         (
-            "--max-tokens",
-            m.max_tokens.to_string(),
-            cfg.max_tokens.to_string(),
+            Setting::Contexts,
+            (list(&m.context_lengths), list(&cfg.contexts)),
         ),
         (
-            "--respect-eos (ignore_eos)",
-            m.ignore_eos.to_string(),
-            cfg.ignore_eos.to_string(),
+            Setting::Duration,
+            (secs(m.duration_per_test), secs(cfg.duration.as_secs_f64())),
+        ),
+        (Setting::MaxTokens, n(m.max_tokens, cfg.max_tokens)),
+        (Setting::IgnoreEos, f(m.ignore_eos, cfg.ignore_eos)),
+        (
+            Setting::Temperature,
+            (opt_f(m.temperature), opt_f(cfg.temperature)),
         ),
         (
-            "--temperature",
-            opt_f(m.temperature),
-            opt_f(cfg.temperature),
+            Setting::StableWindow,
+            (
+                m.stable_window_seconds.map_or("unset".into(), secs),
+                secs(cfg.stable_window.as_secs_f64()),
+            ),
+        ),
+        (Setting::RequestCount, n(m.request_count, b.request_count)),
+        (
+            Setting::WarmupRequestCount,
+            n(m.warmup_request_count, b.warmup_request_count),
+        ),
+        (Setting::RunBurst, f(m.run_burst, b.run_burst)),
+        (
+            Setting::BurstRequestCount,
+            n(m.burst_request_count, b.burst_request_count),
         ),
         (
-            "--stable-seconds",
-            m.stable_window_seconds.map_or("unset".into(), secs),
-            secs(cfg.stable_window.as_secs_f64()),
+            Setting::BurstWarmupRequestCount,
+            n(m.burst_warmup_request_count, b.burst_warmup_request_count),
         ),
         (
-            "--request-count",
-            m.request_count.to_string(),
-            cfg.burst.request_count.to_string(),
+            Setting::BurstRequestsPerConcurrency,
+            n(
+                m.burst_requests_per_concurrency,
+                b.burst_requests_per_concurrency,
+            ),
+        ),
+        (Setting::DcpSize, n(m.dcp_size, cfg.dcp_size)),
+        (Setting::SkipPrefill, f(m.skip_prefill, p.skip)),
+        (
+            Setting::StandalonePrefill,
+            f(m.standalone_prefill, p.standalone),
+        ),
+        (Setting::PrefillOnly, f(m.prefill_only, p.only)),
+        (
+            Setting::PrefillContexts,
+            (
+                m.prefill_contexts.as_deref().map_or("unset".into(), &list),
+                list(&p.contexts),
+            ),
         ),
         (
-            "--warmup-request-count",
-            m.warmup_request_count.to_string(),
-            cfg.burst.warmup_request_count.to_string(),
-        ),
-        (
-            "--run-burst",
-            m.run_burst.to_string(),
-            cfg.burst.run_burst.to_string(),
-        ),
-        (
-            "--burst-request-count",
-            m.burst_request_count.to_string(),
-            cfg.burst.burst_request_count.to_string(),
-        ),
-        (
-            "--burst-warmup-request-count",
-            m.burst_warmup_request_count.to_string(),
-            cfg.burst.burst_warmup_request_count.to_string(),
-        ),
-        (
-            "--burst-requests-per-concurrency",
-            m.burst_requests_per_concurrency.to_string(),
-            cfg.burst.burst_requests_per_concurrency.to_string(),
-        ),
-        (
-            "--dcp-size",
-            m.dcp_size.to_string(),
-            cfg.dcp_size.to_string(),
-        ),
-        (
-            "--skip-prefill",
-            m.skip_prefill.to_string(),
-            cfg.prefill.skip.to_string(),
-        ),
-        (
-            "--standalone-prefill",
-            m.standalone_prefill.to_string(),
-            cfg.prefill.standalone.to_string(),
-        ),
-        (
-            "--prefill-only",
-            m.prefill_only.to_string(),
-            cfg.prefill.only.to_string(),
-        ),
-        (
-            "--prefill-contexts",
-            m.prefill_contexts.as_deref().map_or("unset".into(), &list),
-            list(&cfg.prefill.contexts),
-        ),
-        (
-            "--prefill-metric",
-            m.prefill_metric.clone().unwrap_or_else(|| "unset".into()),
-            prefill_metric(cfg.prefill.metric).to_string(),
+            Setting::PrefillMetric,
+            (
+                m.prefill_metric.clone().unwrap_or_else(|| "unset".into()),
+                crate::runner::prefill_metric_name(p.metric).to_string(),
+            ),
         ),
     ];
-    // Settings only servebench records (in startup_diagnostics.args).
-    for (flag, key) in [
-        ("--kv-budget", "kv_budget"),
-        ("--token-targeting", "token_targeting"),
-        ("--prefill-duration", "prefill_duration"),
-    ] {
-        if let (Some(a), Some(b)) = (arg(key), new_arg(key)) {
-            out.push((flag, show(Some(a)), show(Some(b))));
-        }
-    }
+    let mut out: Vec<(Setting, String, String)> =
+        pairs.into_iter().map(|(s, (a, b))| (s, a, b)).collect();
+    out.extend(recorded_args(file, cfg));
     out
+}
+
+/// Settings only servebench records (in `startup_diagnostics.args`), compared when both runs
+/// recorded them.
+fn recorded_args(file: &Results, cfg: &RunConfig) -> Vec<(Setting, String, String)> {
+    let show = |v: &serde_json::Value| match v {
+        serde_json::Value::Null => "unset".to_string(),
+        serde_json::Value::String(s) => s.clone(),
+        v => v.to_string(),
+    };
+    let old_args = file.startup_diagnostics.get("args");
+    [
+        Setting::KvBudget,
+        Setting::TokenTargeting,
+        Setting::PrefillDuration,
+    ]
+    .into_iter()
+    .filter_map(|s| {
+        let a = old_args.and_then(|a| a.get(s.name()))?;
+        let b = cfg.args_snapshot.get(s.name())?;
+        Some((s, show(a), show(b)))
+    })
+    .collect()
 }
 
 /// Refuses a resume that would mix incomparable numbers. `embedded` says whether this run
 /// benchmarks the built-in simulator (its URL changes between runs: a new ephemeral port).
 ///
-/// Errors: one line naming the first differing setting, the file's value and this run's.
-pub fn check_settings(file: &Results, cfg: &RunConfig, embedded: bool) -> Result<(), String> {
+/// Errors: the first difference: the target, the model, or a setting with the file's value and
+/// this run's.
+pub fn check_settings(
+    file: &Results,
+    cfg: &RunConfig,
+    embedded: bool,
+) -> Result<(), ResumeMismatch> {
     let m = &file.metadata;
     let file_embedded = file
         .startup_diagnostics
@@ -277,25 +397,23 @@ pub fn check_settings(file: &Results, cfg: &RunConfig, embedded: bool) -> Result
                 url.to_string()
             }
         };
-        return Err(format!(
-            "the target differs: the file measured {}, this run targets {}",
-            label(file_embedded, &m.base_url),
-            label(embedded, &cfg.target.base_url)
-        ));
+        return Err(ResumeMismatch::Target {
+            file: label(file_embedded, &m.base_url),
+            run: label(embedded, &cfg.target.base_url),
+        });
     }
     if let Some(model) = &cfg.model {
         if !m.model.is_empty() && model != &m.model {
-            return Err(format!(
-                "--model differs: the file has {:?}, this run {:?}",
-                m.model, model
-            ));
+            return Err(ResumeMismatch::Setting {
+                setting: Setting::Model,
+                file: format!("{:?}", m.model),
+                run: format!("{model:?}"),
+            });
         }
     }
-    for (flag, a, b) in checked_settings(file, cfg) {
-        if a != b {
-            return Err(format!(
-                "{flag} differs: the file has {a}, this run {b} (give the same flags as the run being resumed)"
-            ));
+    for (setting, file, run) in checked_settings(file, cfg) {
+        if file != run {
+            return Err(ResumeMismatch::Setting { setting, file, run });
         }
     }
     Ok(())

@@ -407,12 +407,12 @@ impl<'h, 'a> Accounting<'h, 'a> {
                     _ => te,
                 });
                 kind = Some(if in_stream.is_some() && !timeout {
-                    FailureKind::of_stream_error(in_stream.as_deref().unwrap_or_default())
+                    crate::failure::of_stream_error(in_stream.as_deref().unwrap_or_default())
                 } else {
                     k
                 });
             } else if let Some(e) = &record.error {
-                kind = Some(FailureKind::of_stream_error(e));
+                kind = Some(crate::failure::of_stream_error(e));
             }
         }
         StreamOutcome {
@@ -448,7 +448,7 @@ fn failed_before_stream(sent_at: Instant, err: String, kind: FailureKind) -> Str
 }
 
 fn http_failure(sent_at: Instant, e: &crate::error::HttpError) -> StreamOutcome {
-    let mut out = failed_before_stream(sent_at, e.to_string(), FailureKind::of_http(e));
+    let mut out = failed_before_stream(sent_at, e.to_string(), crate::failure::of_http(e));
     out.facts.retry_after = retry_after_of(e);
     out
 }

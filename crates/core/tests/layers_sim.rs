@@ -110,12 +110,12 @@ async fn standalone_prefill_matches_truth_and_warm_prefix_reports_cache_hits() {
     };
     let r = go(cfg).await;
     assert!(r.results.is_empty(), "--prefill-only runs no decode cells");
-    assert_eq!(r.metadata.prefill_mode, "standalone_cold");
+    assert_eq!(r.metadata.prefill_mode.as_str(), "standalone_cold");
     let truth = s.truth();
     for ctx in [2048u64, 4096] {
         let row = &r.prefill[&ctx.to_string()];
         assert_eq!(row.status, Some(CellStatus::Ok), "{row:?}");
-        assert_eq!(row.method, "client");
+        assert_eq!(row.method.as_str(), "client");
         // Sized exactly with the decode prefix; each standalone sample's `_R<n>` suffix adds a
         // couple of tokens, and the row reports what the server counted.
         let p = row.prompt_tokens.unwrap();
@@ -162,9 +162,9 @@ async fn integrated_and_scout_only_prefill_rows_and_skipped_contexts() {
     cfg.contexts = vec![0, 1024];
     cfg.prefill.contexts = vec![2048, 16384];
     let r = go(cfg).await;
-    assert_eq!(r.metadata.prefill_mode, "integrated_decode_scout");
-    assert_eq!(r.prefill["1024"].method, "integrated_scout");
-    assert_eq!(r.prefill["2048"].method, "scout_only");
+    assert_eq!(r.metadata.prefill_mode.as_str(), "integrated_decode_scout");
+    assert_eq!(r.prefill["1024"].method.as_str(), "integrated_scout");
+    assert_eq!(r.prefill["2048"].method.as_str(), "scout_only");
     // 16k does not fit an 8k model: reported, not silently dropped.
     let skipped = &r.prefill["16384"];
     assert_eq!(skipped.status, Some(CellStatus::SkippedContext));
@@ -194,8 +194,8 @@ async fn burst_layer_aggregate_matches_truth() {
     assert_eq!(r.burst_results.len(), 1);
     let b = &r.burst_results[0];
     assert_eq!(b.status, CellStatus::Ok, "{}", b.status_reason);
-    assert_eq!(b.benchmark_mode, "burst-e2e");
-    assert_eq!(b.aggregate_source, "openai_completed_usage");
+    assert_eq!(b.benchmark_mode.as_str(), "burst-e2e");
+    assert_eq!(b.aggregate_source.as_str(), "openai_completed_usage");
     assert_eq!(b.num_completed, 12);
     assert_eq!(b.client_output_tokens, Some(12 * 40));
     assert_eq!(r.burst_summary_table["0"]["4"], b.aggregate_tps.unwrap());
@@ -238,12 +238,12 @@ async fn request_count_mode_is_the_primary_layer() {
         ..BurstConfig::default()
     };
     let r = go(cfg).await;
-    assert_eq!(r.metadata.decode_mode, "request-count");
-    assert_eq!(r.metadata.primary_decode_layer, "burst_e2e_decode");
+    assert_eq!(r.metadata.decode_mode.as_str(), "request-count");
+    assert_eq!(r.metadata.primary_decode_layer.as_str(), "burst_e2e_decode");
     assert_eq!(r.results.len(), 1);
     let c = &r.results[0];
     assert_eq!(c.status, CellStatus::Ok, "{}", c.status_reason);
-    assert_eq!(c.benchmark_mode, "request-count");
+    assert_eq!(c.benchmark_mode.as_str(), "request-count");
     assert_eq!(c.request_count_target, 6);
     assert_eq!(c.warmup_request_count, 2);
     assert_eq!(c.num_completed, 6);
@@ -359,9 +359,9 @@ async fn burst_prompts_are_cold_by_default_and_the_cell_says_so() {
         let r = go(cfg).await;
         let b = &r.burst_results[0];
         assert_eq!(b.status, CellStatus::Ok, "{}", b.status_reason);
-        assert_eq!(b.prompt_cache.as_deref(), Some(want_prompts));
+        assert_eq!(b.prompt_cache.map(|v| v.as_str()), Some(want_prompts));
         assert_eq!(
-            b.cache_state.as_deref(),
+            b.cache_state.map(|v| v.as_str()),
             Some(want_state),
             "{:?}",
             b.warnings
@@ -384,9 +384,9 @@ async fn burst_prompts_are_cold_by_default_and_the_cell_says_so() {
             assert!(cached * 2 > prompt, "shared: {cached} of {prompt} cached");
         }
         let sustained = &r.results[0];
-        assert_eq!(sustained.prompt_cache.as_deref(), Some("shared"));
+        assert_eq!(sustained.prompt_cache.map(|v| v.as_str()), Some("shared"));
         if flag.is_none() {
-            assert_eq!(sustained.cache_state.as_deref(), Some("warm"));
+            assert_eq!(sustained.cache_state.map(|v| v.as_str()), Some("warm"));
         }
     }
 }

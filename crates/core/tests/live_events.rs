@@ -5,7 +5,7 @@
 use std::sync::Arc;
 use std::time::Duration;
 
-use servebench_core::events::{Phase, RunEvent, USER_SKIP_REASON};
+use servebench_core::events::{Phase, RunEvent, StopCause, USER_SKIP_REASON};
 use servebench_core::prompt::CalibrationCache;
 use servebench_core::runner::{BurstConfig, PrefillConfig, RunConfig, TargetingMode};
 use servebench_core::{run, Endpoint, EventSink, Target};
@@ -158,8 +158,9 @@ async fn skip_ends_the_running_cell_only() {
     let (tx, mut rx) = tokio::sync::mpsc::unbounded_channel::<RunEvent>();
     let events = Arc::new(EventSink::new(Some(tx)));
     let skip = events.skip_control();
-    // A 60 s window that the skip must cut short; the next cell runs normally.
-    let cfg = config(&sim, vec![1, 2], Duration::from_secs(60));
+    // A 60 s window that the skip must cut short; the next cell runs until the live view's `q`
+    // stops the run, and the third cell is not run.
+    let cfg = config(&sim, vec![1, 2, 4], Duration::from_secs(60));
     let cancel = CancellationToken::new();
     let runner = tokio::spawn(run(cfg, events.clone(), cancel.clone()));
     drop(events);
@@ -178,7 +179,8 @@ async fn skip_ends_the_running_cell_only() {
                     tokio::time::sleep(Duration::from_millis(300)).await;
                     assert!(skip.skip_current(), "a cell is running");
                 } else if index == 2 {
-                    // Ctrl-C (the q key) during the second cell.
+                    // The q key during the second cell: the view records why, then stops.
+                    skip.record_stop(StopCause::QuitKey);
                     cancel.cancel();
                 }
             }
@@ -193,7 +195,7 @@ async fn skip_ends_the_running_cell_only() {
     );
     assert!(!skip.skip_current(), "nothing runs after the run");
     let r = &results.results;
-    assert_eq!(r.len(), 2);
+    assert_eq!(r.len(), 3);
     assert_eq!(r[0].status, CellStatus::SkippedUser);
     assert_eq!(
         r[0].status_reason,
@@ -201,13 +203,17 @@ async fn skip_ends_the_running_cell_only() {
     );
     assert!(r[0].aggregate_tps.is_none());
     assert_eq!(r[1].status, CellStatus::SkippedUser);
-    assert!(
-        r[1].status_reason.contains("interrupted"),
-        "{}",
-        r[1].status_reason
+    assert_eq!(
+        r[1].status_reason,
+        "interrupted by the user (key q in the live view) while the cell was running"
+    );
+    assert_eq!(r[2].status, CellStatus::SkippedUser);
+    assert_eq!(
+        r[2].status_reason,
+        "not run: the run was interrupted by the user (key q in the live view)"
     );
     assert!(results.metadata.interrupted);
-    assert_eq!(finished.len(), 2, "both cells reported to the live view");
+    assert_eq!(finished.len(), 3, "every cell reported to the live view");
     assert!(results
         .event_log
         .iter()

@@ -199,7 +199,10 @@ async fn aggregate_and_ttft_match_truth_at_c64() {
             "{}",
             out.result.status_reason
         );
-        assert_eq!(out.result.aggregate_source, "openai_continuous_usage");
+        assert_eq!(
+            out.result.aggregate_source.as_str(),
+            "openai_continuous_usage"
+        );
         // The window is as long as asked (a short window would still give a right rate).
         let window_s = out.result.measurement_seconds.unwrap();
         assert!(
@@ -301,7 +304,10 @@ async fn multi_token_chunks_keep_per_token_itl_exact() {
         "{}",
         out.result.status_reason
     );
-    assert_eq!(out.result.aggregate_source, "openai_continuous_usage");
+    assert_eq!(
+        out.result.aggregate_source.as_str(),
+        "openai_continuous_usage"
+    );
     let truth = s.truth();
     assert_aggregate_matches(&out, &truth);
     let mut checked = 0;
@@ -347,7 +353,10 @@ async fn final_usage_only_servers_are_labelled_fallback() {
         "{}",
         out.result.status_reason
     );
-    assert_eq!(out.result.aggregate_source, "openai_stream_chunks_fallback");
+    assert_eq!(
+        out.result.aggregate_source.as_str(),
+        "openai_stream_chunks_fallback"
+    );
     assert!(out
         .result
         .warnings

@@ -520,7 +520,7 @@ fn prefill_row(label: &str, p: &PrefillRow, warm: bool) -> RowBuild {
     extra.insert("layer".into(), json!(layer.as_str()));
     extra.insert("context_label_tokens".into(), json!(ctx_label));
     extra.insert("cell_status".into(), json!(status.as_str()));
-    if !p.method.is_empty() {
+    if p.method != servebench_results::PrefillMethod::Unspecified {
         extra.insert("prefill_method".into(), json!(p.method));
     }
     if let Some(r) = p.status_reason.as_deref().filter(|r| !r.is_empty()) {
@@ -860,7 +860,7 @@ pub fn publish(
     let now = draft::rfc3339(opts.now);
     let mut m = metrics::derive(&rows, measured.as_deref());
     m.inference_engine_version = md.engine_version.clone();
-    m.decode_mode = Some(md.decode_mode.clone()).filter(|s| !s.is_empty());
+    m.decode_mode = Some(md.decode_mode.to_string());
     let hw = hardware_facts(&results, raw);
 
     // Recipe, and drafts it needs.

@@ -206,7 +206,7 @@ fn cell(c: u64, ctx: u64, tps: f64) -> CellResult {
         concurrency: c,
         context_tokens: ctx,
         status: CellStatus::Ok,
-        benchmark_mode: "duration".into(),
+        benchmark_mode: servebench_results::BenchmarkMode::Duration,
         measurement_seconds: Some(10.0),
         client_output_tokens: Some((tps * 10.0) as u64),
         aggregate_tps: Some(tps),
@@ -252,7 +252,7 @@ fn results() -> Value {
             tok_per_sec: Some(9100.0),
             prompt_tokens: Some(4098),
             samples: 1,
-            method: "client".into(),
+            method: servebench_results::PrefillMethod::Client,
             status: Some(CellStatus::Ok),
             ..Default::default()
         },
@@ -267,7 +267,7 @@ fn results() -> Value {
             cached_tokens: Some(4096),
             computed_tokens: Some(2),
             cache_hit_rate: Some(0.9995),
-            method: "warm_prefix".into(),
+            method: servebench_results::PrefillMethod::WarmPrefix,
             ..Default::default()
         },
     );
@@ -284,7 +284,7 @@ fn results() -> Value {
         status_reason: "C x (ctx + max_tokens) exceeds the KV budget".into(),
         ..Default::default()
     };
-    skipped.benchmark_mode = "duration".into();
+    skipped.benchmark_mode = servebench_results::BenchmarkMode::Duration;
     r.results = vec![
         cell(1, 512, 100.0),
         cell(4, 512, 380.0),

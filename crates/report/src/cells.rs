@@ -1,7 +1,9 @@
 //! Shared views of a results file used by every exporter: the decode layers, percentile look-up
 //! (stored fields or the request samples), matrix axes and plain-word labels.
 
-use servebench_results::{CellResult, CellStatus, PrefillRow, Results};
+use servebench_results::{
+    AggregateSource, CellResult, CellStatus, DecodeMode, PrefillMethod, PrefillRow, Results,
+};
 
 /// A per-request latency metric with stored percentiles.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -127,7 +129,7 @@ pub struct Layer<'a> {
 /// tool copied the primary cells into `burst_results`; they are not listed twice.
 pub fn layers(r: &Results) -> Vec<Layer<'_>> {
     let mut v = Vec::new();
-    let request_count = r.metadata.decode_mode == "request-count";
+    let request_count = r.metadata.decode_mode == DecodeMode::RequestCount;
     if !r.results.is_empty() {
         v.push(if request_count {
             Layer {
@@ -177,17 +179,17 @@ pub fn shown(c: &CellResult, show_capacity_limited: bool) -> bool {
 }
 
 /// Plain words for a prefill row's `method` value (the JSON keeps the value itself).
-pub fn prefill_method_words(method: &str) -> String {
+pub fn prefill_method_words(method: PrefillMethod) -> String {
     match method {
-        "integrated_scout" => "cold request before the first decode cell".into(),
-        "scout_only" => "cold request, no decode cell at this context".into(),
-        "client" => "standalone cold requests (median)".into(),
-        "prometheus" => "server prefill counters".into(),
-        "warm_prefix" => "same prompt sent again (prefix cache)".into(),
-        "skipped" => "not run".into(),
-        "" => "-".into(),
-        other => other.to_string(),
+        PrefillMethod::IntegratedScout => "cold request before the first decode cell",
+        PrefillMethod::ScoutOnly => "cold request, no decode cell at this context",
+        PrefillMethod::Client => "standalone cold requests (median)",
+        PrefillMethod::Prometheus => "server prefill counters",
+        PrefillMethod::WarmPrefix => "same prompt sent again (prefix cache)",
+        PrefillMethod::Skipped => "not run",
+        PrefillMethod::Unspecified => "-",
     }
+    .into()
 }
 
 /// Plain words for `metadata.prompt_targeting`.
@@ -202,19 +204,31 @@ pub fn prompt_targeting_words(v: &str) -> String {
 }
 
 /// Plain words for an `aggregate_source` value.
-pub fn aggregate_source_words(source: &str) -> String {
+pub fn aggregate_source_words(source: AggregateSource) -> String {
     match source {
-        "openai_continuous_usage" => {
-            "exact: the token count streamed in every chunk's usage".into()
+        AggregateSource::OpenaiContinuousUsage => {
+            "exact: the token count streamed in every chunk's usage"
         }
-        "openai_stream_chunks_fallback" => {
-            "estimate: one token per streamed chunk, the server sent no per-chunk usage".into()
+        AggregateSource::OpenaiStreamChunksFallback => {
+            "estimate: one token per streamed chunk, the server sent no per-chunk usage"
         }
-        "openai_completed_usage" => "final usage of completed requests".into(),
-        "prometheus_fallback" => "the server's own token counter (Prometheus)".into(),
-        "none" | "" => "none".into(),
-        other => other.to_string(),
+        AggregateSource::OpenaiCompletedUsage => "final usage of completed requests",
+        AggregateSource::PrometheusFallback => "the server's own token counter (Prometheus)",
+        AggregateSource::None | AggregateSource::Unset => "none",
     }
+    .into()
+}
+
+/// The distinct `aggregate_source` values of the `ok` cells of `cells`, sorted by name.
+pub fn ok_sources(cells: &[CellResult]) -> Vec<AggregateSource> {
+    let mut v: Vec<AggregateSource> = cells
+        .iter()
+        .filter(|c| c.status == CellStatus::Ok)
+        .map(|c| c.aggregate_source)
+        .collect();
+    v.sort_unstable_by_key(|s| s.as_str());
+    v.dedup();
+    v
 }
 
 /// Rows keyed by context tokens (`"8192"`) with their labels (`8k`), in ascending numeric

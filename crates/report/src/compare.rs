@@ -440,8 +440,8 @@ pub fn comparability_warnings(a: &Results, b: &Results) -> Vec<String> {
     check("API endpoint", ma.endpoint.clone(), mb.endpoint.clone());
     check(
         "decode mode",
-        ma.decode_mode.clone(),
-        mb.decode_mode.clone(),
+        ma.decode_mode.to_string(),
+        mb.decode_mode.to_string(),
     );
     check(
         "measured window per cell (s)",

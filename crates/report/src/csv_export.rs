@@ -126,7 +126,7 @@ const COLUMNS: &[(&str, &str, Getter)] = &[
     ),
     ("aggregate_source", "where the token count came from", |r| {
         cell(r)
-            .map(|c| c.aggregate_source.clone())
+            .map(|c| c.aggregate_source.to_string())
             .unwrap_or_default()
     }),
     (
@@ -286,7 +286,7 @@ const COLUMNS: &[(&str, &str, Getter)] = &[
     (
         "prefill_method",
         "prefill rows: how the row was measured",
-        |r| pre(r).map(|p| p.method.clone()).unwrap_or_default(),
+        |r| pre(r).map(|p| p.method.to_string()).unwrap_or_default(),
     ),
     (
         "cached_tokens",

@@ -131,7 +131,7 @@ pub fn gpu_panel(r: &Results) -> String {
             let jpt = num(h.get("energy_per_output_token_j"))
                 .map(|x| format!("{x:.4} J/token"))
                 .unwrap_or_else(|| "- J/token".into());
-            let layer = if c.benchmark_mode == "burst-e2e" {
+            let layer = if c.benchmark_mode == servebench_results::BenchmarkMode::BurstE2e {
                 "[burst] "
             } else {
                 ""

@@ -539,7 +539,7 @@ pub fn render_html(r: &Results, opts: &ReportOptions) -> anyhow::Result<String> 
                     row.ttft_seconds.map(|t| format!("{t:.3}")).unwrap_or_else(|| "-".into()),
                     row.tok_per_sec.map(|t| format!("{t:.0}")).unwrap_or_else(|| "-".into()),
                     row.cached_tokens.map(|t| t.to_string()).unwrap_or_else(|| "-".into()),
-                    esc(&cells::prefill_method_words(&row.method)),
+                    esc(&cells::prefill_method_words(row.method)),
                     esc(&match (&row.status, &row.status_reason) {
                         (Some(s), Some(why)) if !why.is_empty() => format!("{}: {why}", s.as_str()),
                         (Some(s), _) => s.as_str().to_string(),
@@ -642,19 +642,12 @@ pub fn render_html(r: &Results, opts: &ReportOptions) -> anyhow::Result<String> 
     // Methodology.
     out.push_str("<h2 id=\"methodology\">Methodology</h2>\n");
     let sources: Vec<String> = {
-        let mut v: Vec<&str> = r
-            .results
-            .iter()
-            .filter(|c| c.status == CellStatus::Ok)
-            .map(|c| c.aggregate_source.as_str())
-            .collect();
-        v.sort_unstable();
-        v.dedup();
-        v.into_iter()
+        cells::ok_sources(&r.results)
+            .into_iter()
             .map(|s| {
                 format!(
                     "<code>{}</code>: {}",
-                    esc(s),
+                    esc(s.as_str()),
                     esc(&cells::aggregate_source_words(s))
                 )
             })

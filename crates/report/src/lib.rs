@@ -22,7 +22,9 @@ use std::fmt::Write as _;
 use std::path::Path;
 
 use cells::{by_context, pct_label, percentile, Metric};
-use servebench_results::{format_context, CellResult, CellStatus, Results};
+use servebench_results::{
+    format_context, BenchmarkMode, CellResult, CellStatus, DecodeMode, Results,
+};
 
 /// Options of the text report.
 #[derive(Clone, Debug, Default)]
@@ -324,7 +326,7 @@ pub fn render_text(r: &Results, opts: &ReportOptions) -> String {
                 pad(&opt_text(row.prompt_tokens.map(|t| t.to_string())), 9),
                 pad(&opt_text(row.ttft_seconds.map(|t| format!("{t:.3}"))), 10),
                 pad(&opt_text(row.tok_per_sec.map(|t| format!("{t:.0}"))), 11),
-                cells::prefill_method_words(&row.method)
+                cells::prefill_method_words(row.method)
             );
         }
         out.push('\n');
@@ -332,7 +334,7 @@ pub fn render_text(r: &Results, opts: &ReportOptions) -> String {
 
     let show = opts.show_capacity_limited_values || m.show_capacity_limited_values;
     if !r.results.is_empty() {
-        let layer = if m.decode_mode == "request-count" {
+        let layer = if m.decode_mode == DecodeMode::RequestCount {
             "request-count: Σ completion tokens / wall time"
         } else {
             "sustained"
@@ -389,25 +391,15 @@ pub fn render_text(r: &Results, opts: &ReportOptions) -> String {
             );
             out.push('\n');
         }
-        let sources: Vec<&str> = {
-            let mut v: Vec<&str> = r
-                .results
-                .iter()
-                .filter(|c| c.status == CellStatus::Ok)
-                .map(|c| c.aggregate_source.as_str())
-                .collect();
-            v.sort_unstable();
-            v.dedup();
-            v
-        };
+        let sources = cells::ok_sources(&r.results);
         if !sources.is_empty() {
             let words: Vec<String> = sources
                 .iter()
-                .map(|s| format!("{s} ({})", cells::aggregate_source_words(s)))
+                .map(|&s| format!("{s} ({})", cells::aggregate_source_words(s)))
                 .collect();
             let _ = writeln!(out, "Tokens counted from: {}", words.join("; "));
         }
-        let burst_cells: &[CellResult] = if m.decode_mode == "request-count" {
+        let burst_cells: &[CellResult] = if m.decode_mode == DecodeMode::RequestCount {
             &[]
         } else {
             &r.burst_results
@@ -460,7 +452,7 @@ pub fn render_text(r: &Results, opts: &ReportOptions) -> String {
         );
     }
 
-    let burst: &[CellResult] = if m.decode_mode == "request-count" {
+    let burst: &[CellResult] = if m.decode_mode == DecodeMode::RequestCount {
         &[]
     } else {
         &r.burst_results
@@ -502,7 +494,7 @@ pub fn render_text(r: &Results, opts: &ReportOptions) -> String {
         out.push('\n');
         let _ = writeln!(out, "Cells not measured:");
         for c in problems {
-            let layer = if c.benchmark_mode == "burst-e2e" {
+            let layer = if c.benchmark_mode == BenchmarkMode::BurstE2e {
                 "[burst] "
             } else {
                 ""
@@ -527,7 +519,7 @@ pub fn render_text(r: &Results, opts: &ReportOptions) -> String {
         out.push('\n');
         let _ = writeln!(out, "Warnings:");
         for c in warned {
-            let layer = if c.benchmark_mode == "burst-e2e" {
+            let layer = if c.benchmark_mode == BenchmarkMode::BurstE2e {
                 "[burst] "
             } else {
                 ""

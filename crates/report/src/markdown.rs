@@ -151,7 +151,7 @@ pub fn render_markdown(r: &Results, opts: &ReportOptions) -> String {
                 row.tok_per_sec
                     .map(|t| format!("{t:.0}"))
                     .unwrap_or_default(),
-                md_escape(&cells::prefill_method_words(&row.method)),
+                md_escape(&cells::prefill_method_words(row.method)),
                 md_escape(&match (&row.status, &row.status_reason) {
                     (Some(s), Some(why)) if !why.is_empty() => format!("{}: {why}", s.as_str()),
                     (Some(s), _) => s.as_str().to_string(),

@@ -18,6 +18,14 @@ use indexmap::IndexMap;
 use serde::{Deserialize, Serialize};
 use serde_json::Value;
 
+mod kinds;
+pub mod task;
+
+pub use kinds::{
+    AggregateSource, BenchmarkMode, BurstE2eStatus, CacheState, DecodeLayer, DecodeMode,
+    FailureKind, PrefillMethod, PrefillMode, PromptCache,
+};
+
 /// A JSON object (`{}` when empty).
 pub type JsonObject = serde_json::Map<String, Value>;
 
@@ -151,9 +159,9 @@ pub struct Metadata {
     /// measurement time a registry record carries (`measured_at`). Null in older files.
     pub started_at: Option<String>,
     /// `duration` (sustained cells) or `request-count` (burst cells as the primary layer).
-    pub decode_mode: String,
+    pub decode_mode: DecodeMode,
     /// `sustained_decode` or `burst_e2e_decode`.
-    pub primary_decode_layer: String,
+    pub primary_decode_layer: DecodeLayer,
     /// Measured window of each sustained cell, s.
     pub duration_per_test: f64,
     /// Requests per cell in request-count mode (0 = sustained mode).
@@ -163,7 +171,7 @@ pub struct Metadata {
     /// Whether the burst layer ran after the sustained matrix.
     pub run_burst: bool,
     /// `skipped`, `standalone_cold` or `integrated_decode_scout`.
-    pub prefill_mode: String,
+    pub prefill_mode: PrefillMode,
     /// `--standalone-prefill` given.
     pub standalone_prefill: bool,
     /// `--prefill-only` given.
@@ -175,7 +183,7 @@ pub struct Metadata {
     /// `--prefill-metric`: `client`, `auto` or `prometheus`.
     pub prefill_metric: Option<String>,
     /// `not_run_use_--run-burst` or `enabled`.
-    pub burst_e2e_status: String,
+    pub burst_e2e_status: BurstE2eStatus,
     /// Burst requests per cell (0 = automatic).
     pub burst_request_count: u64,
     /// Burst warmup requests (0 = automatic).
@@ -361,7 +369,7 @@ pub struct CellResult {
     /// Why the cell is not `ok` (empty for ok cells).
     pub status_reason: String,
     /// `duration`, `request-count` or `burst-e2e`.
-    pub benchmark_mode: String,
+    pub benchmark_mode: BenchmarkMode,
     /// Requests per cell (request-count / burst modes).
     pub request_count_target: u64,
     /// Discarded warmup requests (request-count / burst modes).
@@ -376,7 +384,7 @@ pub struct CellResult {
     pub server_output_tokens: Option<u64>,
     /// Where `aggregate_tps` came from: `openai_continuous_usage`,
     /// `openai_stream_chunks_fallback`, `openai_completed_usage`, `prometheus_fallback`, `none`.
-    pub aggregate_source: String,
+    pub aggregate_source: AggregateSource,
     /// Headline: output tokens generated inside the window / window length, tok/s.
     pub aggregate_tps: Option<f64>,
     /// aggregate_tps / C (derived), tok/s.
@@ -553,10 +561,10 @@ pub struct CellResult {
     /// `not_streaming`, `max_tokens_ignored`, `completion_above_max_tokens`,
     /// `usage_implausible`, `prompt_truncated`, `stream_stalls`, …; see docs/metrics.md). Null
     /// for ok and skipped cells and in older files.
-    pub error_kind: Option<String>,
+    pub error_kind: Option<FailureKind>,
     /// Typed kinds of this cell's fault and plausibility warnings (`context_mismatch`,
     /// `stream_stalls`, …), one entry per kind; the texts are in `warnings`.
-    pub warning_kinds: Vec<String>,
+    pub warning_kinds: Vec<FailureKind>,
     /// The requested context of the cell, tokens (= `context_tokens`, the label).
     pub requested_context_tokens: Option<u64>,
     /// Prompt tokens the server reported for this cell's prompt (usage.prompt_tokens), tokens.
@@ -597,10 +605,10 @@ pub struct CellResult {
     /// Prompt-cache state of the cell's requests: `cold` (the server reported no cached prompt
     /// tokens beyond the chat template), `warm` (it reported cached prompt tokens), `unverified`
     /// (it reported nothing about its cache). Null in results written before this field.
-    pub cache_state: Option<String>,
+    pub cache_state: Option<CacheState>,
     /// How the cell's prompts were built: `cold` (a unique prefix per request) or `shared` (one
     /// prompt for every request). Null in results written before this field.
-    pub prompt_cache: Option<String>,
+    pub prompt_cache: Option<PromptCache>,
 }
 
 /// When the window's edge scrapes were sent and answered, s relative to the window's opening
@@ -639,7 +647,7 @@ pub struct PrefillRow {
     /// How the row was measured: `integrated_scout` (the cold request before the first decode
     /// cell of the context), `scout_only` (such a request at a context with no decode cell),
     /// `client` (standalone cold requests), `prometheus` (server counters), `warm_prefix`.
-    pub method: String,
+    pub method: PrefillMethod,
     /// Server-side validation (Prometheus counters), when available.
     pub server_validation: JsonObject,
     /// Hardware summary (`{}` without a sampler).

@@ -4,7 +4,10 @@
 //! [`Results`], and keep the JSON type of every field they share with servebench's output.
 
 use serde_json::Value;
-use servebench_results::{extract_json_object, Results, SCHEMA_JSON};
+use servebench_results::{
+    extract_json_object, AggregateSource, BenchmarkMode, DecodeLayer, DecodeMode, PrefillMethod,
+    Results, SCHEMA_JSON,
+};
 
 fn data(path: &str) -> String {
     let p = format!("{}/../../tests/data/{path}", env!("CARGO_MANIFEST_DIR"));
@@ -88,7 +91,7 @@ fn seed_0_4_29_reads_with_the_same_types() {
     check_old_file(orig.clone(), "seed 0.4.29", 3);
     let parsed: Results = serde_json::from_value(orig).unwrap();
     let c = &parsed.results[0];
-    assert_eq!(c.aggregate_source, "openai_continuous_usage");
+    assert_eq!(c.aggregate_source, AggregateSource::OpenaiContinuousUsage);
     assert_eq!(c.client_output_tokens, Some(1212));
     assert_eq!(c.request_samples[0].output_tokens, 1908);
     assert_eq!(parsed.metadata.max_total_tokens, 601_344);
@@ -102,7 +105,7 @@ fn old_0_4_18_file_reads_with_the_same_types() {
     check_old_file(orig.clone(), "0.4.18 file", 6);
     let parsed: Results = serde_json::from_value(orig).unwrap();
     assert_eq!(parsed.prefill["512"].prompt_tokens, Some(1320));
-    assert_eq!(parsed.prefill["1024"].method, "scout_only");
+    assert_eq!(parsed.prefill["1024"].method, PrefillMethod::ScoutOnly);
 }
 
 #[test]
@@ -119,11 +122,11 @@ fn default_results_with_schema_version_validate() {
     );
     r.metadata.tool = "servebench".into();
     r.metadata.endpoint = "chat".into();
-    r.metadata.decode_mode = "duration".into();
-    r.metadata.primary_decode_layer = "sustained_decode".into();
+    r.metadata.decode_mode = DecodeMode::Duration;
+    r.metadata.primary_decode_layer = DecodeLayer::SustainedDecode;
     r.results.push(servebench_results::CellResult {
         concurrency: 1,
-        benchmark_mode: "duration".into(),
+        benchmark_mode: BenchmarkMode::Duration,
         ..Default::default()
     });
     r.methodology.prefill.name = "Prefill".into();

@@ -232,7 +232,7 @@ impl Dashboard {
                         servebench_results::format_context(f.context)
                     ));
                 }
-                if result.benchmark_mode == "burst-e2e" {
+                if result.benchmark_mode == servebench_results::BenchmarkMode::BurstE2e {
                     self.burst_finished.insert(*index, f);
                 } else {
                     self.finished.insert(*index, f);

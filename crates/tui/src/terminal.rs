@@ -16,7 +16,7 @@ use ratatui::crossterm::{cursor, execute};
 use ratatui::text::Line;
 use ratatui::widgets::{Paragraph, Widget};
 use ratatui::{Terminal, TerminalOptions, Viewport};
-use servebench_core::events::SkipControl;
+use servebench_core::events::{SkipControl, StopCause};
 use servebench_core::RunEvent;
 use tokio::sync::mpsc::error::TryRecvError;
 use tokio::sync::mpsc::UnboundedReceiver;
@@ -197,9 +197,13 @@ pub fn run(
                         eprintln!("servebench: aborted");
                         std::process::exit(EXIT_ABORTED);
                     }
+                    controls.skip.record_stop(StopCause::CtrlC);
                     controls.stop.cancel();
                 }
-                KeyCode::Char('q') | KeyCode::Char('Q') => controls.stop.cancel(),
+                KeyCode::Char('q') | KeyCode::Char('Q') => {
+                    controls.skip.record_stop(StopCause::QuitKey);
+                    controls.stop.cancel();
+                }
                 KeyCode::Char('s') | KeyCode::Char('S') => {
                     d.note = Some(if d.stopping {
                         "the run is stopping".into()

@@ -129,7 +129,9 @@ fn engine_label(d: &Dashboard) -> String {
 /// `done 3/12 · elapsed 4 min · run ETA 14 min`.
 fn plan_progress(d: &Dashboard, v: &ViewInfo) -> String {
     let layer = match &d.plan {
-        Some(p) if p.layer == "request-count" => " · request-count cells".to_string(),
+        Some(p) if p.layer == servebench_results::DecodeMode::RequestCount => {
+            " · request-count cells".to_string()
+        }
         Some(p) => format!(" · {} s windows", secs(p.window_s)),
         None => String::new(),
     };

@@ -32,7 +32,7 @@ fn plan() -> RunEvent {
         max_model_len: Some(40_960),
         window_s: 30.0,
         pause_s: 1.0,
-        layer: "sustained".into(),
+        layer: servebench_results::DecodeMode::Duration,
         warmup_s: Some(3.0),
         burst_layer: false,
         cells: CELLS
@@ -71,7 +71,7 @@ fn finished(index: usize, status: CellStatus, tps: Option<f64>, reason: &str) ->
             status_reason: reason.into(),
             aggregate_tps: tps,
             wall_time: Some(33.0),
-            benchmark_mode: "duration".into(),
+            benchmark_mode: servebench_results::BenchmarkMode::Duration,
             ..Default::default()
         }),
     }

@@ -12,6 +12,7 @@
 
 use std::time::{Duration, Instant};
 
+use servebench_results::AggregateSource;
 use servebench_sse::RequestRecord;
 
 use crate::h1::ReadDelay;
@@ -137,13 +138,13 @@ impl WindowTally {
 
     /// `aggregate_source` of the cell: `none`, `openai_continuous_usage` or
     /// `openai_stream_chunks_fallback`.
-    pub fn aggregate_source(&self) -> &'static str {
+    pub fn aggregate_source(&self) -> AggregateSource {
         if self.tokens == 0 {
-            "none"
+            AggregateSource::None
         } else if self.all_continuous() {
-            "openai_continuous_usage"
+            AggregateSource::OpenaiContinuousUsage
         } else {
-            "openai_stream_chunks_fallback"
+            AggregateSource::OpenaiStreamChunksFallback
         }
     }
 }
@@ -245,12 +246,15 @@ mod tests {
         assert_eq!((t.tokens, t.token_events), (81, 81));
         assert_eq!((t.requests, t.multi_event, t.continuous), (3, 2, 2));
         assert!(t.all_continuous());
-        assert_eq!(t.aggregate_source(), "openai_continuous_usage");
+        assert_eq!(t.aggregate_source().as_str(), "openai_continuous_usage");
 
         let mut outs = outs;
         outs[2].record.continuous_usage = false;
         let t = WindowTally::of(&w, &outs);
-        assert_eq!(t.aggregate_source(), "openai_stream_chunks_fallback");
-        assert_eq!(WindowTally::default().aggregate_source(), "none");
+        assert_eq!(
+            t.aggregate_source().as_str(),
+            "openai_stream_chunks_fallback"
+        );
+        assert_eq!(WindowTally::default().aggregate_source().as_str(), "none");
     }
 }

@@ -54,8 +54,8 @@ pub fn ok_cell(c: u64, ctx: u64, tps: f64) -> CellResult {
         concurrency: c,
         context_tokens: ctx,
         status: CellStatus::Ok,
-        benchmark_mode: "duration".into(),
-        aggregate_source: "openai_continuous_usage".into(),
+        benchmark_mode: servebench_results::BenchmarkMode::Duration,
+        aggregate_source: servebench_results::AggregateSource::OpenaiContinuousUsage,
         aggregate_tps: Some(tps),
         per_request_avg_tps: Some(tps / c as f64),
         ttft_p50: Some(0.01 + ctx as f64 / 2e6),
@@ -91,7 +91,7 @@ pub fn full() -> Results {
     m.base_url = "http://127.0.0.1:8000".into();
     m.endpoint = "chat".into();
     m.timestamp = "2026-12-01T10:00:00".into();
-    m.decode_mode = "duration".into();
+    m.decode_mode = servebench_results::DecodeMode::Duration;
     m.duration_per_test = 5.0;
     m.max_tokens = 64;
     m.ignore_eos = true;
@@ -118,7 +118,7 @@ pub fn full() -> Results {
         status_reason: "a stream failed: HTTP 500, \"boom\" | retry".into(),
         ..Default::default()
     };
-    invalid.benchmark_mode = "duration".into();
+    invalid.benchmark_mode = servebench_results::BenchmarkMode::Duration;
     let cap = CellResult {
         concurrency: 16,
         context_tokens: 8192,
@@ -136,11 +136,11 @@ pub fn full() -> Results {
         cap,
     ];
     let mut b1 = ok_cell(1, 0, 92.0);
-    b1.benchmark_mode = "burst-e2e".into();
+    b1.benchmark_mode = servebench_results::BenchmarkMode::BurstE2e;
     b1.request_latency_p50 = Some(0.7);
     b1.request_latency_p99 = Some(0.8);
     let mut b4 = ok_cell(4, 0, 340.0);
-    b4.benchmark_mode = "burst-e2e".into();
+    b4.benchmark_mode = servebench_results::BenchmarkMode::BurstE2e;
     b4.request_latency_p50 = Some(0.75);
     b4.request_latency_p99 = Some(0.9);
     r.burst_results = vec![b1, b4];
@@ -151,7 +151,7 @@ pub fn full() -> Results {
             tok_per_sec: Some(20_000.0),
             prompt_tokens: Some(8212),
             samples: 1,
-            method: "integrated_scout".into(),
+            method: servebench_results::PrefillMethod::IntegratedScout,
             status: Some(CellStatus::Ok),
             ..Default::default()
         },
@@ -163,7 +163,7 @@ pub fn full() -> Results {
             tok_per_sec: Some(19_300.0),
             prompt_tokens: Some(16404),
             samples: 1,
-            method: "scout_only".into(),
+            method: servebench_results::PrefillMethod::ScoutOnly,
             status: Some(CellStatus::Ok),
             ..Default::default()
         },
@@ -175,7 +175,7 @@ pub fn full() -> Results {
             tok_per_sec: Some(1000.0),
             prompt_tokens: Some(8212),
             samples: 1,
-            method: "warm_prefix".into(),
+            method: servebench_results::PrefillMethod::WarmPrefix,
             cached_tokens: Some(8192),
             computed_tokens: Some(20),
             cache_hit_rate: Some(0.9976),
