@@ -25,6 +25,8 @@ pub use kinds::{
     AggregateSource, BenchmarkMode, BurstE2eStatus, CacheState, DecodeLayer, DecodeMode,
     FailureKind, PrefillMethod, PrefillMode, PromptCache,
 };
+mod rate;
+pub use rate::{RateProbe, RateRow, RateSearch, RateSummary, SloCheck};
 
 /// A JSON object (`{}` when empty).
 pub type JsonObject = serde_json::Map<String, Value>;
@@ -78,6 +80,13 @@ pub struct Results {
     pub burst_summary_table: IndexMap<String, IndexMap<String, f64>>,
     /// How each layer's headline number is computed.
     pub methodology: Methodology,
+    /// Open-loop request-rate rows (`--request-rate`, `--rate-search`), in run order; absent
+    /// when that mode did not run.
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub rate_results: Vec<RateRow>,
+    /// `--rate-search` outcomes (one per context), each with every probed rate; absent otherwise.
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub rate_search: Vec<RateSearch>,
     /// True only in the file written after the whole plan ran; false in every checkpoint and
     /// after an interruption. `None` in files written before checkpoints existed (and the old
     /// tool's), which were only ever written at the end.
