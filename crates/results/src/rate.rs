@@ -147,7 +147,7 @@ pub struct RateSearch {
     pub best_rate: Option<f64>,
     /// Lowest probed rate that missed them, req/s; null when none did (the bracket never closed).
     pub lowest_failing_rate: Option<f64>,
-    /// Why the search ended: `resolution`, `max_probes`, `below_start`, `max_rate`, `interrupted`.
+    /// Why the search ended: `resolution`, `max_probes`, `min_rate`, `max_rate`, `interrupted`.
     pub stopped: String,
     /// Each probe in order: rate and whether it met the SLOs.
     pub probes: Vec<RateProbe>,
