@@ -382,6 +382,8 @@ pub struct RunArgs {
     pub display: Option<DisplayArg>,
     #[command(flatten)]
     pub faults: crate::fault_args::FaultArgs,
+    #[command(flatten)]
+    pub rate: crate::rate_args::RateArgs,
 }
 
 /// Results path of `servebench run` without `-o` or `--resume`.
@@ -565,6 +567,7 @@ impl RunArgs {
             },
             args_snapshot,
             policy,
+            open_loop: self.rate.to_config()?,
         };
         Ok((cfg, sim))
     }

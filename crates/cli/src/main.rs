@@ -9,6 +9,7 @@ mod checkpoint;
 mod fault_args;
 mod live;
 mod publish;
+mod rate_args;
 mod registry_cmd;
 mod registry_serve;
 mod reports;

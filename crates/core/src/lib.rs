@@ -19,6 +19,7 @@ pub mod prefill;
 pub mod probe;
 pub mod procstat;
 pub mod prompt;
+pub mod rate;
 pub mod resume;
 pub mod runner;
 pub mod stream;

@@ -176,6 +176,9 @@ pub struct RunConfig {
     pub args_snapshot: Value,
     /// Timeouts on every wait and the HTTP 429 retry policy ([`crate::timeouts`]).
     pub policy: RequestPolicy,
+    /// `--request-rate` / `--rate-search`: open-loop rows ([`crate::rate`]) instead of the
+    /// concurrency matrix; `None` = the matrix.
+    pub open_loop: Option<crate::rate::RateConfig>,
 }
 
 /// A run that could not start.
@@ -274,7 +277,7 @@ fn plan_run(cfg: &RunConfig, info: &ServerInfo, kv_budget: u64) -> Plan {
     } else {
         DecodeMode::Duration
     };
-    let cells: Vec<(CellSpec, Option<PreSkip>)> = if cfg.prefill.only {
+    let cells: Vec<(CellSpec, Option<PreSkip>)> = if cfg.prefill.only || cfg.open_loop.is_some() {
         Vec::new()
     } else {
         matrix_order(&cfg.concurrency, &cfg.contexts)
@@ -310,6 +313,10 @@ fn plan_run(cfg: &RunConfig, info: &ServerInfo, kv_budget: u64) -> Plan {
     let mut sizing: Vec<u64> = decode_contexts.clone();
     sizing.extend(warmup_ctx);
     sizing.extend(prefill.requested.iter().copied());
+    if cfg.open_loop.is_some() {
+        let fits = |x: u64| info.max_model_len.is_none_or(|m| x < m);
+        sizing.extend(cfg.contexts.iter().copied().filter(|&x| fits(x)));
+    }
     sizing.sort_unstable();
     sizing.dedup();
     Plan {
@@ -709,6 +716,7 @@ struct Partial {
     results: Vec<CellResult>,
     burst_results: Vec<CellResult>,
     warmup_context_done: u64,
+    rate: crate::rate::RateProgress,
 }
 
 impl Partial {
@@ -829,6 +837,7 @@ pub async fn run_resuming(
         events.log("burst/e2e layer start");
         rc.run_matrix(Layer::Burst, &mut st, &mut m, &host).await;
     }
+    rc.rate_layer(&mut st, &host).await;
     Ok(rc.finish(&st, &mut host, t_run))
 }
 
@@ -1456,6 +1465,52 @@ fn assemble(
         run_complete: Some(state == RunState::Complete),
         run_state: Some(state),
         resumed_from: resumed_from(rc, st),
+        rate_results: st.rate.rows.clone(),
+        rate_search: st.rate.searches.clone(),
+    }
+}
+
+impl Ctx<'_> {
+    /// The open-loop request-rate rows (`--request-rate`, instead of the matrix), each
+    /// checkpointed.
+    async fn rate_layer(&self, st: &mut Partial, host: &HostRun) {
+        let (Some(ol), false) = (&self.cfg.open_loop, self.cancel.is_cancelled()) else {
+            return;
+        };
+        let bodies = self.rate_bodies();
+        let job = crate::rate::job_from_run(
+            &self.client,
+            self.path(),
+            self.cfg,
+            &self.run_id,
+            &bodies,
+            self.events,
+            self.cancel,
+        )
+        .keeping(self.resume.as_ref());
+        let on_row = &mut |p: &crate::rate::RateProgress| {
+            st.rate = p.clone();
+            self.checkpoint(st, host);
+        };
+        crate::rate::run_rate_layer(ol, &job, on_row).await;
+    }
+
+    /// The open-loop rows' request body per context (`--contexts`), or why it cannot run.
+    fn rate_bodies(&self) -> Vec<(u64, Result<bytes::Bytes, String>)> {
+        let opts = self.opts(self.cfg.max_tokens, true);
+        crate::plan::dedup_keep_order(&self.cfg.contexts)
+            .into_iter()
+            .map(|x| match (self.prompts.get(&x), self.info.max_model_len) {
+                (_, Some(m)) if x >= m => (
+                    x,
+                    Err(format!(
+                        "context {x} does not fit the model's max_model_len {m}"
+                    )),
+                ),
+                (Some(p), _) => (x, Ok(streaming_payload(&opts, &p.input))),
+                (None, _) => (x, Err("no prompt could be built for this context".into())),
+            })
+            .collect()
     }
 }
 

@@ -41,6 +41,7 @@ fn config(sim: &Sim, concurrency: Vec<u64>, duration: Duration) -> RunConfig {
         burst: BurstConfig::default(),
         args_snapshot: serde_json::Value::Null,
         policy: Default::default(),
+        open_loop: None,
     }
 }
 

@@ -82,6 +82,7 @@ fn config(sim: &Sim) -> RunConfig {
         burst: BurstConfig::default(),
         args_snapshot: serde_json::Value::Null,
         policy: Default::default(),
+        open_loop: None,
     }
 }
 

@@ -35,6 +35,9 @@ pub struct RateRow {
     pub requests_completed: u64,
     /// Sent requests that failed (HTTP error, connection error, timeout, malformed stream).
     pub requests_failed: u64,
+    /// Sent requests that neither completed nor failed: cut at the row's deadline (schedule +
+    /// drain) or by an interruption.
+    pub requests_cut: u64,
     /// Arrivals never sent: the concurrency cap was still full when the schedule ended, or the
     /// run was interrupted. Counted, never dropped silently.
     pub requests_not_sent: u64,

@@ -44,6 +44,7 @@ fn full_row() -> RateRow {
         requests_sent: 49,
         requests_completed: 48,
         requests_failed: 1,
+        requests_cut: 0,
         requests_not_sent: 1,
         schedule_rate: Some(9.8),
         achieved_rate: Some(9.7),

@@ -91,7 +91,12 @@ pub const MAX_ARRIVALS: u64 = 10_000_000;
 /// The intended send offsets of one row: sorted, the first at 0. `rate` is λ in req/s (> 0,
 /// finite). Empty for `Span::Count(0)` or a zero duration. Errors (one line) for a bad rate or a
 /// schedule longer than [`MAX_ARRIVALS`].
-pub fn schedule(arrival: Arrival, rate: f64, span: Span, seed: u64) -> Result<Vec<Duration>, String> {
+pub fn schedule(
+    arrival: Arrival,
+    rate: f64,
+    span: Span,
+    seed: u64,
+) -> Result<Vec<Duration>, String> {
     if !(rate.is_finite() && rate > 0.0) {
         return Err(format!("request rate must be a number > 0 (got {rate})"));
     }
@@ -200,9 +205,7 @@ mod tests {
     use super::*;
 
     fn gaps(s: &[Duration]) -> Vec<f64> {
-        s.windows(2)
-            .map(|w| (w[1] - w[0]).as_secs_f64())
-            .collect()
+        s.windows(2).map(|w| (w[1] - w[0]).as_secs_f64()).collect()
     }
 
     fn mean(v: &[f64]) -> f64 {
@@ -216,7 +219,13 @@ mod tests {
 
     #[test]
     fn constant_schedule_is_evenly_spaced_and_ends_before_the_duration() {
-        let s = schedule(Arrival::Constant, 4.0, Span::Duration(Duration::from_secs(2)), 1).unwrap();
+        let s = schedule(
+            Arrival::Constant,
+            4.0,
+            Span::Duration(Duration::from_secs(2)),
+            1,
+        )
+        .unwrap();
         let want: Vec<f64> = (0..8).map(|i| i as f64 * 0.25).collect();
         let got: Vec<f64> = s.iter().map(|d| d.as_secs_f64()).collect();
         assert_eq!(got.len(), 8, "{got:?}");
@@ -225,7 +234,9 @@ mod tests {
         }
         let n = schedule(Arrival::Constant, 100.0, Span::Count(5), 1).unwrap();
         assert_eq!(n.len(), 5);
-        assert!(schedule(Arrival::Poisson, 3.0, Span::Count(0), 1).unwrap().is_empty());
+        assert!(schedule(Arrival::Poisson, 3.0, Span::Count(0), 1)
+            .unwrap()
+            .is_empty());
     }
 
     #[test]
@@ -244,7 +255,13 @@ mod tests {
     #[test]
     fn poisson_gaps_pass_a_ks_test_against_the_exponential_cdf() {
         let rate = 50.0;
-        let cdf = |x: f64| if x <= 0.0 { 0.0 } else { 1.0 - (-rate * x).exp() };
+        let cdf = |x: f64| {
+            if x <= 0.0 {
+                0.0
+            } else {
+                1.0 - (-rate * x).exp()
+            }
+        };
         for seed in [1u64, 2, 3] {
             let g = gaps(&schedule(Arrival::Poisson, rate, Span::Count(5001), seed).unwrap());
             let d = ks_statistic(&g, cdf);
@@ -269,18 +286,28 @@ mod tests {
     fn gamma_gaps_have_mean_one_over_rate_and_cv_one_over_sqrt_k() {
         let rate = 20.0;
         for k in [0.25, 0.5, 1.0, 2.0, 8.0] {
-            let g = gaps(&schedule(Arrival::Gamma { shape: k }, rate, Span::Count(40_001), 9).unwrap());
+            let g =
+                gaps(&schedule(Arrival::Gamma { shape: k }, rate, Span::Count(40_001), 9).unwrap());
             let m = mean(&g);
             let cv = var(&g).sqrt() / m;
             assert!((m * rate - 1.0).abs() < 0.03, "K={k}: mean {m}");
             let want_cv = 1.0 / k.sqrt();
-            assert!((cv / want_cv - 1.0).abs() < 0.05, "K={k}: cv {cv}, want {want_cv}");
+            assert!(
+                (cv / want_cv - 1.0).abs() < 0.05,
+                "K={k}: cv {cv}, want {want_cv}"
+            );
         }
     }
 
     #[test]
     fn duration_schedule_holds_about_rate_times_duration_arrivals() {
-        let s = schedule(Arrival::Poisson, 100.0, Span::Duration(Duration::from_secs(100)), 5).unwrap();
+        let s = schedule(
+            Arrival::Poisson,
+            100.0,
+            Span::Duration(Duration::from_secs(100)),
+            5,
+        )
+        .unwrap();
         // 10,000 expected, std 100: within 4 σ.
         assert!((s.len() as f64 - 10_000.0).abs() < 400.0, "{}", s.len());
         assert!(s.last().unwrap().as_secs_f64() < 100.0);
@@ -293,11 +320,22 @@ mod tests {
             assert!(e.contains("request rate") && !e.contains('\n'), "{e}");
         }
         assert!(schedule(Arrival::Gamma { shape: 0.0 }, 1.0, Span::Count(3), 0).is_err());
-        assert!(schedule(Arrival::Constant, 1e9, Span::Duration(Duration::from_secs(100)), 0).is_err());
-        assert_eq!(Arrival::parse("gamma", Some(2.0)), Ok(Arrival::Gamma { shape: 2.0 }));
+        assert!(schedule(
+            Arrival::Constant,
+            1e9,
+            Span::Duration(Duration::from_secs(100)),
+            0
+        )
+        .is_err());
+        assert_eq!(
+            Arrival::parse("gamma", Some(2.0)),
+            Ok(Arrival::Gamma { shape: 2.0 })
+        );
         assert_eq!(Arrival::parse("poisson", None), Ok(Arrival::Poisson));
         assert!(Arrival::parse("poisson", Some(2.0)).is_err());
-        assert!(Arrival::parse("uniform", None).unwrap_err().contains("\"uniform\""));
+        assert!(Arrival::parse("uniform", None)
+            .unwrap_err()
+            .contains("\"uniform\""));
         assert!(Arrival::parse("gamma", Some(-1.0)).is_err());
     }
 }

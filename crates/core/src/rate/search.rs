@@ -50,7 +50,10 @@ impl SearchSettings {
     /// Checks the settings; one-line error naming the bad value.
     pub fn validate(&self) -> Result<(), String> {
         if !(self.start.is_finite() && self.start > 0.0) {
-            return Err(format!("search start rate must be > 0 (got {})", self.start));
+            return Err(format!(
+                "search start rate must be > 0 (got {})",
+                self.start
+            ));
         }
         if !(self.resolution.is_finite() && self.resolution > 0.0 && self.resolution < 1.0) {
             return Err(format!(
@@ -219,7 +222,10 @@ mod tests {
         assert_eq!(out.stopped, "resolution");
         let rates: Vec<f64> = out.probes.iter().map(|p| p.rate).collect();
         assert_eq!(&rates[..7], &[1.0, 2.0, 4.0, 8.0, 16.0, 32.0, 64.0]);
-        assert_eq!(rates[7], 48.0, "first bisection at the midpoint of [32, 64]");
+        assert_eq!(
+            rates[7], 48.0,
+            "first bisection at the midpoint of [32, 64]"
+        );
         let best = out.best_rate.unwrap();
         let hi = out.lowest_failing_rate.unwrap();
         assert!(best <= 37.0 && 37.0 < hi, "[{best}, {hi}]");
@@ -261,7 +267,11 @@ mod tests {
         let out = search(st, |_| Some(true));
         assert_eq!(out.stopped, "max_rate");
         assert_eq!(out.best_rate, Some(100.0));
-        assert_eq!(out.probes.last().unwrap().rate, 100.0, "the cap itself is probed");
+        assert_eq!(
+            out.probes.last().unwrap().rate,
+            100.0,
+            "the cap itself is probed"
+        );
     }
 
     #[test]
@@ -284,11 +294,26 @@ mod tests {
     fn settings_are_validated() {
         assert!(SearchSettings::default().validate().is_ok());
         for bad in [
-            SearchSettings { start: 0.0, ..Default::default() },
-            SearchSettings { resolution: 0.0, ..Default::default() },
-            SearchSettings { resolution: 1.5, ..Default::default() },
-            SearchSettings { max_probes: 0, ..Default::default() },
-            SearchSettings { max_rate: 0.5, ..Default::default() },
+            SearchSettings {
+                start: 0.0,
+                ..Default::default()
+            },
+            SearchSettings {
+                resolution: 0.0,
+                ..Default::default()
+            },
+            SearchSettings {
+                resolution: 1.5,
+                ..Default::default()
+            },
+            SearchSettings {
+                max_probes: 0,
+                ..Default::default()
+            },
+            SearchSettings {
+                max_rate: 0.5,
+                ..Default::default()
+            },
         ] {
             let e = bad.validate().unwrap_err();
             assert!(!e.contains('\n'), "{e}");

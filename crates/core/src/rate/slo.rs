@@ -96,8 +96,11 @@ pub fn parse_slos(spec: &str) -> Result<Vec<Slo>, String> {
             .trim()
             .split_once("_p")
             .ok_or_else(|| bad("expected metric_pNN before '=', e.g. ttft_p99"))?;
-        let metric = SloMetric::parse(metric)
-            .ok_or_else(|| bad(&format!("unknown metric {metric:?} (expected ttft, itl, tpot or e2e)")))?;
+        let metric = SloMetric::parse(metric).ok_or_else(|| {
+            bad(&format!(
+                "unknown metric {metric:?} (expected ttft, itl, tpot or e2e)"
+            ))
+        })?;
         let percentile: f64 = pct
             .parse()
             .ok()
@@ -226,7 +229,10 @@ mod tests {
         assert_eq!(s[0].percentile, 99.0);
         assert!((s[0].threshold_s - 0.5).abs() < 1e-12);
         assert!((s[1].threshold_s - 0.05).abs() < 1e-12);
-        assert_eq!((s[2].metric, s[2].percentile, s[2].threshold_s), (SloMetric::E2e, 90.0, 10.0));
+        assert_eq!(
+            (s[2].metric, s[2].percentile, s[2].threshold_s),
+            (SloMetric::E2e, 90.0, 10.0)
+        );
         assert_eq!((s[3].metric, s[3].percentile), (SloMetric::Tpot, 99.9));
     }
 
@@ -252,7 +258,9 @@ mod tests {
             assert!(e.contains(needle), "{spec:?}: {e}");
             assert!(!e.contains('\n'), "{spec:?}: {e}");
         }
-        assert!(parse_slos("ttft_p99=5min").unwrap_err().contains("\"ttft_p99=5min\""));
+        assert!(parse_slos("ttft_p99=5min")
+            .unwrap_err()
+            .contains("\"ttft_p99=5min\""));
     }
 
     fn req(ttft: f64, itl: Option<f64>, e2e: f64) -> Option<RequestValues> {
@@ -268,7 +276,10 @@ mod tests {
     #[test]
     fn per_request_attainment_needs_every_slo() {
         let slos = parse_slos("ttft_p99=100ms,itl_p50=10ms").unwrap();
-        assert!(req(0.1, Some(0.01), 1.0).unwrap().good(&slos), "equal to the threshold is met");
+        assert!(
+            req(0.1, Some(0.01), 1.0).unwrap().good(&slos),
+            "equal to the threshold is met"
+        );
         assert!(!req(0.11, Some(0.01), 1.0).unwrap().good(&slos));
         assert!(!req(0.05, Some(0.02), 1.0).unwrap().good(&slos));
         // One-token answer: no ITL, cannot miss it.
@@ -284,7 +295,11 @@ mod tests {
     #[test]
     fn percentile_constraint_counts_missing_requests_as_infinite() {
         let slo = parse_slos("ttft_p50=100ms").unwrap()[0];
-        let rows = vec![req(0.01, None, 1.0), req(0.02, None, 1.0), req(0.03, None, 1.0)];
+        let rows = vec![
+            req(0.01, None, 1.0),
+            req(0.02, None, 1.0),
+            req(0.03, None, 1.0),
+        ];
         let (p, met) = check_percentile(&slo, &rows);
         assert!((p.unwrap() - 0.02).abs() < 1e-12 && met);
         // Two of four never answered: the median interpolates towards +∞ → not met.
@@ -298,7 +313,8 @@ mod tests {
         assert!((p.unwrap() - 0.03).abs() < 1e-12 && met);
         // ITL of completed one-token answers is left out, not infinite.
         let itl = parse_slos("itl_p99=10ms").unwrap()[0];
-        let (p, met) = check_percentile(&itl, &[req(0.01, None, 0.01), req(0.01, Some(0.005), 1.0)]);
+        let (p, met) =
+            check_percentile(&itl, &[req(0.01, None, 0.01), req(0.01, Some(0.005), 1.0)]);
         assert_eq!((p, met), (Some(0.005), true));
         assert_eq!(check_percentile(&itl, &[]), (None, false));
     }

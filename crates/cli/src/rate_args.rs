@@ -1,0 +1,215 @@
+//! Flags of the open-loop request-rate mode (`servebench run --request-rate …`), see
+//! `servebench_core::rate`.
+
+use std::time::Duration;
+
+use clap::Args;
+use servebench_core::rate::arrival::Arrival;
+use servebench_core::rate::search::SearchSettings;
+use servebench_core::rate::{slo::parse_slos, RateConfig};
+
+use crate::args::usage_bail;
+
+/// Open-loop load: requests arrive at a rate, whatever the server does (instead of the
+/// concurrency matrix). Each rate × context is a row of `rate_results`.
+#[derive(Debug, Clone, Args)]
+#[command(next_help_heading = "Open-loop request rate")]
+pub struct RateArgs {
+    /// Offered request rates λ, req/s, comma-separated (e.g. 5,10,20); each is a row sent for
+    /// --duration seconds. Replaces the concurrency matrix.
+    #[arg(long, value_name = "RATES", allow_hyphen_values = true)]
+    pub request_rate: Option<String>,
+    /// Arrival process: poisson (exponential gaps), constant (1/λ apart) or gamma (shape
+    /// --burstiness, mean 1/λ). Seeded by --seed.
+    #[arg(long, value_parser = ["poisson", "constant", "gamma"], default_value = "poisson")]
+    pub arrival: String,
+    /// Gamma shape K (needs --arrival gamma; 1 = Poisson, < 1 burstier, > 1 more regular).
+    #[arg(long, value_name = "K", allow_negative_numbers = true)]
+    pub burstiness: Option<f64>,
+    /// Client-side cap on requests in flight; an arrival that finds it full waits (and keeps
+    /// its intended send time).
+    #[arg(long, value_name = "N")]
+    pub max_concurrency: Option<u64>,
+    /// SLOs, e.g. ttft_p99=500ms,itl_p99=50ms,e2e_p90=10s (metrics ttft, itl, tpot, e2e; any
+    /// percentile pNN; units ms or s): each row gets goodput and attainment.
+    #[arg(long, value_name = "SPEC")]
+    pub slo: Option<String>,
+    /// Find the highest rate meeting every --slo: double from --rate-search-start until a rate
+    /// fails, then bisect to --rate-search-resolution. Every probed rate is a row.
+    #[arg(long, requires = "slo")]
+    pub rate_search: bool,
+    /// First rate of --rate-search, req/s.
+    #[arg(long, default_value_t = 1.0, allow_negative_numbers = true)]
+    pub rate_search_start: f64,
+    /// Relative resolution of --rate-search: stop when (high − low) ≤ resolution × low.
+    #[arg(long, default_value_t = 0.05, allow_negative_numbers = true)]
+    pub rate_search_resolution: f64,
+    /// Most rows --rate-search may probe.
+    #[arg(long, default_value_t = 20)]
+    pub rate_search_max_probes: u64,
+    /// Highest rate --rate-search probes, req/s.
+    #[arg(long, default_value_t = 10_000.0, allow_negative_numbers = true)]
+    pub rate_search_max_rate: f64,
+    /// After a row's schedule ends, wait this long for requests in flight before cutting them
+    /// (they are counted as cut; arrivals never sent are counted as not sent), s.
+    #[arg(long, default_value_t = 60.0, allow_negative_numbers = true)]
+    pub rate_drain_seconds: f64,
+}
+
+impl RateArgs {
+    /// The open-loop settings, or `None` without --request-rate / --rate-search. Bad values are
+    /// usage errors (exit 2) with one line naming the flag.
+    pub fn to_config(&self) -> anyhow::Result<Option<RateConfig>> {
+        let open_loop_flag = self.burstiness.is_some()
+            || self.max_concurrency.is_some()
+            || self.slo.is_some()
+            || self.arrival != "poisson";
+        if self.request_rate.is_none() && !self.rate_search {
+            if open_loop_flag {
+                usage_bail!(
+                    "--arrival, --burstiness, --max-concurrency and --slo need --request-rate or --rate-search"
+                );
+            }
+            return Ok(None);
+        }
+        if self.request_rate.is_some() && self.rate_search {
+            usage_bail!(
+                "--request-rate and --rate-search exclude each other (the search picks the rates)"
+            );
+        }
+        let rates = match &self.request_rate {
+            Some(s) => parse_rates(s)?,
+            None => Vec::new(),
+        };
+        let arrival = match Arrival::parse(&self.arrival, self.burstiness) {
+            Ok(a) => a,
+            Err(e) => usage_bail!("--burstiness: {e}"),
+        };
+        let slos = match &self.slo {
+            Some(s) => match parse_slos(s) {
+                Ok(v) => v,
+                Err(e) => usage_bail!("--slo: {e}"),
+            },
+            None => Vec::new(),
+        };
+        let drain = self.rate_drain_seconds;
+        if !(drain.is_finite() && (0.0..=86_400.0).contains(&drain)) {
+            usage_bail!("--rate-drain-seconds must be between 0 and 86400 (got {drain})");
+        }
+        let search = self.rate_search.then_some(SearchSettings {
+            start: self.rate_search_start,
+            resolution: self.rate_search_resolution,
+            max_probes: self.rate_search_max_probes,
+            max_rate: self.rate_search_max_rate,
+        });
+        let cfg = RateConfig {
+            rates,
+            arrival,
+            max_concurrency: self.max_concurrency,
+            slos,
+            search,
+            drain: Duration::from_secs_f64(drain),
+        };
+        if let Err(e) = cfg.validate() {
+            usage_bail!("open-loop settings: {e}");
+        }
+        Ok(Some(cfg))
+    }
+}
+
+/// `5,10,20` → rates in req/s (each finite and > 0).
+fn parse_rates(s: &str) -> anyhow::Result<Vec<f64>> {
+    let mut out = Vec::new();
+    for part in s.split(',') {
+        let p = part.trim();
+        match p.parse::<f64>() {
+            Ok(r) if r.is_finite() && r > 0.0 => out.push(r),
+            _ => usage_bail!("--request-rate: {p:?} is not a rate in req/s > 0 (e.g. 5,10,20)"),
+        }
+    }
+    Ok(out)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use clap::Parser;
+
+    #[derive(Parser)]
+    struct T {
+        #[command(flatten)]
+        r: RateArgs,
+    }
+
+    fn cfg(args: &[&str]) -> anyhow::Result<Option<RateConfig>> {
+        let mut v = vec!["t"];
+        v.extend_from_slice(args);
+        T::try_parse_from(v).unwrap().r.to_config()
+    }
+
+    #[test]
+    fn flags_build_the_config() {
+        assert_eq!(cfg(&[]).unwrap(), None);
+        let c = cfg(&["--request-rate", "5, 10,20", "--slo", "ttft_p99=500ms"])
+            .unwrap()
+            .unwrap();
+        assert_eq!(c.rates, vec![5.0, 10.0, 20.0]);
+        assert_eq!(c.arrival, Arrival::Poisson);
+        assert_eq!(c.slos.len(), 1);
+        let c = cfg(&[
+            "--rate-search",
+            "--slo",
+            "e2e_p90=2s",
+            "--arrival",
+            "gamma",
+            "--burstiness",
+            "0.5",
+        ])
+        .unwrap()
+        .unwrap();
+        assert!(c.search.is_some() && c.rates.is_empty());
+        assert_eq!(c.arrival, Arrival::Gamma { shape: 0.5 });
+    }
+
+    #[test]
+    fn bad_flags_are_one_line_usage_errors() {
+        for args in [
+            &["--request-rate", "5,x"][..],
+            &["--request-rate", "0"],
+            &["--request-rate", "-3"],
+            &["--request-rate", "5", "--slo", "ttft_p99=5"],
+            &["--request-rate", "5", "--burstiness", "2"],
+            &[
+                "--request-rate",
+                "5",
+                "--arrival",
+                "gamma",
+                "--burstiness",
+                "0",
+            ],
+            &["--request-rate", "5", "--max-concurrency", "0"],
+            &["--slo", "ttft_p99=5ms"],
+            &[
+                "--request-rate",
+                "5",
+                "--rate-search",
+                "--slo",
+                "ttft_p99=5ms",
+            ],
+            &[
+                "--rate-search",
+                "--slo",
+                "ttft_p99=5ms",
+                "--rate-search-resolution",
+                "0",
+            ],
+        ] {
+            let e = cfg(args).unwrap_err();
+            assert!(
+                e.downcast_ref::<crate::args::UsageError>().is_some(),
+                "{args:?}: {e}"
+            );
+            assert!(!e.to_string().contains('\n'), "{args:?}: {e}");
+        }
+    }
+}

@@ -1,0 +1,498 @@
+//! The open-loop request-rate layer (`servebench run --request-rate 5,10,20`): for each offered
+//! rate λ (and each context), an arrival schedule ([`arrival`]) is sent through the load driver
+//! ([`crate::load`], [`LoadPattern::OpenLoop`]) and folded into one
+//! [`servebench_results::RateRow`]; with SLOs ([`slo`]) each row gets goodput and attainment,
+//! and `--rate-search` ([`search`]) probes rates until the highest one meeting the SLOs is
+//! bracketed to the resolution. Every probed rate is a row.
+//!
+//! **Coordinated omission.** Each request has an intended send time (`start + schedule[k]`); the
+//! driver sends it then, or — under `--max-concurrency` with every slot busy — as soon as a slot
+//! frees, keeping the intended time. TTFT and E2E are reported both from the actual send time
+//! (`ttft`, `e2e`) and from the intended one (`ttft_from_intended`, `e2e_from_intended`); the
+//! schedule lag `sent_at − intended_at` is reported as client health. No arrival is dropped
+//! silently: arrivals still waiting when the row's deadline passes are `requests_not_sent`.
+//!
+//! **Row end.** Sending stops when the schedule is exhausted; the row then waits for the
+//! requests in flight. The row has a deadline of `duration + drain` (`drain` =
+//! [`RateConfig::drain`]): what is still in flight then is cut (`requests_cut`) and what has not been sent is counted as not sent.
+//!
+//! All rows of a run use the same seed, so at every rate the schedule is the same sequence of
+//! unit draws scaled by 1/λ (common random numbers: rows differ by the rate, not by luck).
+
+pub mod arrival;
+pub mod search;
+pub mod slo;
+
+use std::time::{Duration, Instant};
+
+use bytes::Bytes;
+use servebench_results::{format_context, CellStatus, RateRow, RateSearch, RateSummary, SloCheck};
+use tokio_util::sync::CancellationToken;
+
+use crate::events::EventSink;
+use crate::load::{Load, LoadPattern, LoadSpec, RequestOutcome};
+use crate::target::HttpClient;
+use arrival::{schedule, Arrival, Span};
+use search::{RateSearcher, SearchSettings};
+use slo::{check_percentile, RequestValues, Slo};
+
+/// The open-loop layer's settings (built by the CLI from `--request-rate` and friends).
+#[derive(Clone, Debug, PartialEq)]
+pub struct RateConfig {
+    /// Offered rates λ, req/s, in run order (`--request-rate`); ignored by a search.
+    pub rates: Vec<f64>,
+    /// Arrival process (`--arrival`, `--burstiness`).
+    pub arrival: Arrival,
+    /// Client-side concurrency cap (`--max-concurrency`).
+    pub max_concurrency: Option<u64>,
+    /// SLOs (`--slo`); empty = no goodput.
+    pub slos: Vec<Slo>,
+    /// `--rate-search`: search instead of the fixed rates (needs SLOs).
+    pub search: Option<SearchSettings>,
+    /// How long after the schedule ends a row waits for requests in flight before cutting
+    /// them.
+    pub drain: Duration,
+}
+
+impl RateConfig {
+    /// Checks the settings (one-line errors, no flag names).
+    pub fn validate(&self) -> Result<(), String> {
+        if self.search.is_none() && self.rates.is_empty() {
+            return Err("no request rate given".into());
+        }
+        for &r in &self.rates {
+            if !(r.is_finite() && r > 0.0) {
+                return Err(format!("request rate must be a number > 0 (got {r})"));
+            }
+        }
+        if self.max_concurrency == Some(0) {
+            return Err("max concurrency must be ≥ 1".into());
+        }
+        if let Some(s) = &self.search {
+            if self.slos.is_empty() {
+                return Err("a rate search needs at least one SLO".into());
+            }
+            s.validate()?;
+        }
+        Ok(())
+    }
+}
+
+/// Everything the layer needs from the runner.
+pub struct RateJob<'a> {
+    /// The server.
+    pub client: &'a HttpClient,
+    /// Streaming API path.
+    pub path: &'static str,
+    /// Per context (tokens): the request body, or why the context cannot run.
+    pub bodies: Vec<(u64, Result<Bytes, String>)>,
+    /// Cold prompts: each request's nonce is made unique from this run id
+    /// ([`crate::cache::cold_body`]); `None` = the same prompt for every request.
+    pub cold_run_id: Option<String>,
+    /// Length of every row's arrival schedule.
+    pub duration: Duration,
+    /// Seed of the schedules (`--seed`, else drawn once for the run).
+    pub seed: u64,
+    /// Events (log lines).
+    pub events: &'a EventSink,
+    /// The run's Ctrl-C token.
+    pub cancel: &'a CancellationToken,
+}
+
+/// The job of a run: cold prompts unless `--prompt-cache shared`, the run's `--duration`, and
+/// `--seed` (else a seed drawn now and recorded in every row).
+pub fn job_from_run<'a>(
+    client: &'a HttpClient,
+    path: &'static str,
+    cfg: &crate::runner::RunConfig,
+    run_id: &str,
+    bodies: &[(u64, Result<Bytes, String>)],
+    events: &'a EventSink,
+    cancel: &'a CancellationToken,
+) -> RateJob<'a> {
+    let cold = cfg
+        .burst
+        .prompt_cache
+        .unwrap_or(crate::cache::PromptCache::Cold)
+        == crate::cache::PromptCache::Cold;
+    RateJob {
+        client,
+        path,
+        bodies: bodies.to_vec(),
+        cold_run_id: cold.then(|| run_id.to_string()),
+        duration: cfg.duration,
+        seed: cfg.seed.unwrap_or_else(rand::random),
+        events,
+        cancel,
+    }
+}
+
+/// What the layer has finished so far (handed to the runner after every row, to checkpoint).
+#[derive(Clone, Debug, Default, PartialEq)]
+pub struct RateProgress {
+    /// Finished rows, run order.
+    pub rows: Vec<RateRow>,
+    /// Search outcomes, one per searched context (updated after every probe).
+    pub searches: Vec<RateSearch>,
+}
+
+/// Runs every row of `cfg` (each context × each rate, or a search per context), calling
+/// `on_row` after each finished row with everything so far.
+pub async fn run_rate_layer(
+    cfg: &RateConfig,
+    job: &RateJob<'_>,
+    on_row: &mut dyn FnMut(&RateProgress),
+) -> RateProgress {
+    let mut p = RateProgress::default();
+    for (ctx, body) in &job.bodies {
+        let body = match body {
+            Ok(b) => b,
+            Err(why) => {
+                let rates: Vec<f64> = match &cfg.search {
+                    Some(s) => vec![s.start],
+                    None => cfg.rates.clone(),
+                };
+                for rate in rates {
+                    let mut row = row_header(cfg, job, *ctx, rate, 0);
+                    row.status = Some(CellStatus::SkippedContext);
+                    row.status_reason = Some(why.clone());
+                    p.rows.push(row);
+                    on_row(&p);
+                }
+                continue;
+            }
+        };
+        match &cfg.search {
+            None => {
+                for &rate in &cfg.rates {
+                    if job.cancel.is_cancelled() {
+                        break;
+                    }
+                    let row = run_row(cfg, job, *ctx, body, rate, None).await;
+                    p.rows.push(row);
+                    on_row(&p);
+                }
+            }
+            Some(settings) => {
+                let mut s = RateSearcher::new(*settings);
+                p.searches.push(s.outcome(*ctx));
+                let mut step = 0u64;
+                while let Some(rate) = s.next_rate() {
+                    step += 1;
+                    let row = run_row(cfg, job, *ctx, body, rate, Some(step)).await;
+                    if row.status == Some(CellStatus::SkippedUser) {
+                        s.interrupt();
+                    } else {
+                        s.record(rate, row.slo_met == Some(true));
+                    }
+                    p.rows.push(row);
+                    *p.searches.last_mut().expect("pushed above") = s.outcome(*ctx);
+                    on_row(&p);
+                    if job.cancel.is_cancelled() {
+                        s.interrupt();
+                        break;
+                    }
+                }
+                let out = s.outcome(*ctx);
+                job.events.log(format!(
+                    "rate search ctx={}: best {} req/s ({} probes, stopped: {})",
+                    format_context(*ctx),
+                    out.best_rate
+                        .map(|r| format!("{r:.3}"))
+                        .unwrap_or_else(|| "none".into()),
+                    out.probes.len(),
+                    out.stopped
+                ));
+                *p.searches.last_mut().expect("pushed above") = out;
+                on_row(&p);
+            }
+        }
+    }
+    p
+}
+
+/// The row's configuration fields (nothing measured yet).
+fn row_header(cfg: &RateConfig, job: &RateJob<'_>, ctx: u64, rate: f64, step: u64) -> RateRow {
+    RateRow {
+        context_tokens: ctx,
+        offered_rate: rate,
+        arrival: cfg.arrival.name().into(),
+        burstiness: cfg.arrival.burstiness(),
+        max_concurrency: cfg.max_concurrency,
+        duration: job.duration.as_secs_f64(),
+        seed: job.seed,
+        search_step: (step > 0).then_some(step),
+        ..Default::default()
+    }
+}
+
+/// Sends one schedule at `rate` and folds it into a row.
+async fn run_row(
+    cfg: &RateConfig,
+    job: &RateJob<'_>,
+    ctx: u64,
+    body: &Bytes,
+    rate: f64,
+    step: Option<u64>,
+) -> RateRow {
+    let mut row = row_header(cfg, job, ctx, rate, step.unwrap_or(0));
+    let offsets = match schedule(cfg.arrival, rate, Span::Duration(job.duration), job.seed) {
+        Ok(s) => s,
+        Err(e) => {
+            row.status = Some(CellStatus::Error);
+            row.status_reason = Some(e);
+            return row;
+        }
+    };
+    job.events.log(format!(
+        "rate row start ctx={} rate={rate} req/s arrival={} requests={}{}",
+        format_context(ctx),
+        cfg.arrival.name(),
+        offsets.len(),
+        cfg.max_concurrency
+            .map(|c| format!(" max_concurrency={c}"))
+            .unwrap_or_default()
+    ));
+    let body_fn: crate::load::BodyFn = match &job.cold_run_id {
+        Some(id) => {
+            let (body, id) = (body.clone(), id.clone());
+            std::sync::Arc::new(move |n| crate::cache::cold_body(&body, &id, n))
+        }
+        None => crate::load::same_body(body.clone()),
+    };
+    let mut spec = LoadSpec::new(
+        job.path,
+        LoadPattern::OpenLoop {
+            schedule: offsets.clone(),
+            max_concurrency: cfg.max_concurrency,
+        },
+        body_fn,
+    );
+    // One failed request must not end an open-loop row: failures are part of what it measures.
+    spec.stop_on_failure = false;
+    let deadline = Instant::now() + job.duration + cfg.drain;
+    let mut load = Load::start(job.client, spec, job.cancel);
+    let mut outcomes: Vec<RequestOutcome> = Vec::with_capacity(offsets.len());
+    let mut cut = false;
+    loop {
+        tokio::select! {
+            o = load.next() => match o {
+                Some(o) => outcomes.push(o),
+                None => break,
+            },
+            _ = tokio::time::sleep_until(deadline.into()), if !cut => {
+                cut = true;
+                load.stop();
+            }
+        }
+    }
+    let report = load.finish().await;
+    outcomes.extend(report.outcomes);
+    let interrupted = job.cancel.is_cancelled();
+    fold_row(&mut row, &offsets, &outcomes, &cfg.slos);
+    if interrupted {
+        row.status = Some(CellStatus::SkippedUser);
+        row.status_reason = Some(
+            "interrupted by the user (Ctrl-C, SIGTERM or SIGHUP) while the row was running".into(),
+        );
+    } else if cut {
+        let why = format!(
+            "the row's deadline (schedule {:.1} s + drain {:.1} s) passed: {} requests in flight were cut, {} arrivals never sent",
+            job.duration.as_secs_f64(),
+            cfg.drain.as_secs_f64(),
+            row.requests_cut,
+            row.requests_not_sent
+        );
+        row.status_reason = Some(match row.status_reason.take() {
+            Some(r) => format!("{why}; {r}"),
+            None => why,
+        });
+    }
+    job.events.log(format!(
+        "rate row done ctx={} rate={rate} req/s: achieved {} req/s, {} of {} completed, TTFT p50 {} (from intended {}){}",
+        format_context(ctx),
+        row.achieved_rate.map(|r| format!("{r:.2}")).unwrap_or_else(|| "-".into()),
+        row.requests_completed,
+        row.requests_scheduled,
+        ms(row.ttft.map(|s| s.p50)),
+        ms(row.ttft_from_intended.map(|s| s.p50)),
+        match (row.goodput, row.slo_met) {
+            (Some(g), Some(m)) => format!(", goodput {g:.2} req/s, SLOs {}", if m { "met" } else { "missed" }),
+            _ => String::new(),
+        }
+    ));
+    row
+}
+
+fn ms(v: Option<f64>) -> String {
+    v.map(|s| format!("{:.1} ms", s * 1e3))
+        .unwrap_or_else(|| "-".into())
+}
+
+fn secs(from: Instant, to: Instant) -> f64 {
+    to.saturating_duration_since(from).as_secs_f64()
+}
+
+/// Summary (avg, p50/p90/p95/p99, max) of `v`, s; `None` when empty.
+pub fn summarize(v: &[f64]) -> Option<RateSummary> {
+    let mut v: Vec<f64> = v.iter().copied().filter(|x| x.is_finite()).collect();
+    if v.is_empty() {
+        return None;
+    }
+    v.sort_by(f64::total_cmp);
+    let p = |q| servebench_stats::percentile_sorted(&v, q);
+    Some(RateSummary {
+        count: v.len() as u64,
+        avg: v.iter().sum::<f64>() / v.len() as f64,
+        p50: p(50.0),
+        p90: p(90.0),
+        p95: p(95.0),
+        p99: p(99.0),
+        max: v[v.len() - 1],
+    })
+}
+
+/// One request's SLO values: TTFT and E2E (last token) from the intended send time, mean ITL,
+/// TPOT = `(end − first token) / (tokens − 1)`. `None` when the request did not complete.
+pub fn request_values(o: &RequestOutcome) -> Option<RequestValues> {
+    let r = &o.stream.record;
+    if !r.completed {
+        return None;
+    }
+    Some(RequestValues {
+        completed: true,
+        ttft: r.first_token_at.map(|t| secs(o.intended_at, t)),
+        itl: r.itl_s(),
+        tpot: tpot_s(r),
+        e2e: r.last_token_at.map(|t| secs(o.intended_at, t)),
+    })
+}
+
+/// vLLM bench serve's TPOT with the stream's end as the request's end:
+/// `(end_at − first_token_at) / (output_tokens − 1)`, s; needs ≥ 2 tokens.
+fn tpot_s(r: &servebench_sse::RequestRecord) -> Option<f64> {
+    let first = r.first_token_at?;
+    (r.output_tokens >= 2).then(|| secs(first, r.end_at) / (r.output_tokens - 1) as f64)
+}
+
+/// Folds a row's outcomes (completion order) into `row`: counts, rates, lags, latency
+/// summaries, throughput, SLOs and goodput (definitions in `docs/metrics.md`; the row's span
+/// is first intended send → last end). `offsets` is the schedule the load was given.
+pub fn fold_row(
+    row: &mut RateRow,
+    offsets: &[Duration],
+    outcomes: &[RequestOutcome],
+    slos: &[Slo],
+) {
+    let n = offsets.len() as u64;
+    row.requests_scheduled = n;
+    row.requests_sent = outcomes.len() as u64;
+    row.requests_not_sent = n.saturating_sub(row.requests_sent);
+    row.requests_completed = outcomes
+        .iter()
+        .filter(|o| o.stream.record.completed)
+        .count() as u64;
+    row.requests_failed = outcomes
+        .iter()
+        .filter(|o| o.failed() && !o.stream.record.completed)
+        .count() as u64;
+    row.requests_cut = row.requests_sent - row.requests_completed - row.requests_failed;
+    if n >= 2 {
+        let span = (offsets[offsets.len() - 1] - offsets[0]).as_secs_f64();
+        row.schedule_rate = (span > 0.0).then(|| (n - 1) as f64 / span);
+    }
+    let first_sent = outcomes.iter().map(|o| o.sent_at).min();
+    let last_sent = outcomes.iter().map(|o| o.sent_at).max();
+    if let (Some(a), Some(b)) = (first_sent, last_sent) {
+        let span = secs(a, b);
+        if outcomes.len() >= 2 && span > 0.0 {
+            let r = (outcomes.len() - 1) as f64 / span;
+            row.achieved_rate = Some(r);
+            row.shortfall = Some(1.0 - r / row.offered_rate);
+        }
+    }
+    let lags: Vec<f64> = outcomes.iter().map(|o| o.schedule_lag_s()).collect();
+    if let Some(s) = summarize(&lags) {
+        row.schedule_lag_p50 = Some(s.p50);
+        row.schedule_lag_p99 = Some(s.p99);
+        row.schedule_lag_max = Some(s.max);
+    }
+    let done: Vec<&RequestOutcome> = outcomes
+        .iter()
+        .filter(|o| o.stream.record.completed)
+        .collect();
+    let collect = |f: &dyn Fn(&RequestOutcome) -> Option<f64>| -> Option<RateSummary> {
+        summarize(&done.iter().filter_map(|o| f(o)).collect::<Vec<f64>>())
+    };
+    row.ttft = collect(&|o| o.stream.record.ttft_s());
+    row.ttft_from_intended = collect(&|o| {
+        o.stream
+            .record
+            .first_token_at
+            .map(|t| secs(o.intended_at, t))
+    });
+    row.itl = collect(&|o| o.stream.record.itl_s());
+    row.tpot = collect(&|o| tpot_s(&o.stream.record));
+    row.e2e = collect(&|o| o.stream.record.latency_s());
+    row.e2e_from_intended = collect(&|o| {
+        o.stream
+            .record
+            .last_token_at
+            .map(|t| secs(o.intended_at, t))
+    });
+    row.output_tokens = outcomes.iter().map(|o| o.stream.record.output_tokens).sum();
+    let start = outcomes.iter().map(|o| o.intended_at).min();
+    let end = outcomes.iter().map(|o| o.stream.record.end_at).max();
+    let span = match (start, end) {
+        (Some(a), Some(b)) => Some(secs(a, b)).filter(|s| *s > 0.0),
+        _ => None,
+    };
+    if let Some(span) = span {
+        row.completed_rate = Some(row.requests_completed as f64 / span);
+        row.output_tps = Some(row.output_tokens as f64 / span);
+    }
+    if !slos.is_empty() {
+        // One entry per scheduled arrival: unsent arrivals are `None` like failed requests.
+        let mut values: Vec<Option<RequestValues>> = outcomes.iter().map(request_values).collect();
+        values.resize(n.max(values.len() as u64) as usize, None);
+        let good = values
+            .iter()
+            .filter(|v| v.is_some_and(|v| v.good(slos)))
+            .count() as u64;
+        row.goodput = Some(span.map_or(0.0, |s| good as f64 / s));
+        row.slo_attainment = (n > 0).then(|| good as f64 / n as f64);
+        row.slo = slos
+            .iter()
+            .map(|s| {
+                let (measured, met) = check_percentile(s, &values);
+                SloCheck {
+                    metric: s.metric.name().into(),
+                    percentile: s.percentile,
+                    threshold: s.threshold_s,
+                    measured,
+                    met,
+                }
+            })
+            .collect();
+        row.slo_met = Some(row.slo.iter().all(|c| c.met));
+    }
+    row.status = Some(if row.requests_completed > 0 {
+        CellStatus::Ok
+    } else {
+        CellStatus::Error
+    });
+    let first_error = outcomes
+        .iter()
+        .find(|o| o.failed())
+        .and_then(|o| o.stream.record.error.clone());
+    row.status_reason = match (row.requests_completed, first_error) {
+        (0, Some(e)) => Some(format!("no request completed; first error: {e}")),
+        (0, None) if n == 0 => Some("the schedule holds no arrival".into()),
+        (0, None) => Some("no request completed".into()),
+        (_, Some(e)) => Some(format!(
+            "{} of {} sent requests failed; first error: {e}",
+            row.requests_failed, row.requests_sent
+        )),
+        _ => None,
+    };
+}
