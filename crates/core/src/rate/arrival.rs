@@ -129,7 +129,11 @@ pub fn schedule(
         }
         out.push(Duration::from_secs_f64(t));
         i += 1;
-        t += gap(arrival, rate, &mut rng);
+        t = match arrival {
+            // Exactly i/λ (no accumulated rounding: 100 req/s for 5 s is 500 arrivals).
+            Arrival::Constant => i as f64 / rate,
+            _ => t + gap(arrival, rate, &mut rng),
+        };
     }
     Ok(out)
 }
@@ -137,7 +141,7 @@ pub fn schedule(
 /// One inter-arrival gap, s.
 fn gap(arrival: Arrival, rate: f64, rng: &mut StdRng) -> f64 {
     match arrival {
-        Arrival::Constant => 1.0 / rate,
+        Arrival::Constant => 1.0 / rate, // not used by `schedule` (it takes i/λ)
         Arrival::Poisson => exponential(rng) / rate,
         Arrival::Gamma { shape } => gamma(shape, rng) / (rate * shape),
     }
@@ -234,6 +238,8 @@ mod tests {
         }
         let n = schedule(Arrival::Constant, 100.0, Span::Count(5), 1).unwrap();
         assert_eq!(n.len(), 5);
+        let d = Span::Duration(Duration::from_secs(5));
+        assert_eq!(schedule(Arrival::Constant, 100.0, d, 1).unwrap().len(), 500);
         assert!(schedule(Arrival::Poisson, 3.0, Span::Count(0), 1)
             .unwrap()
             .is_empty());

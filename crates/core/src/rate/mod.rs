@@ -235,13 +235,26 @@ async fn run_row(
     rate: f64,
     step: Option<u64>,
 ) -> RateRow {
+    measure_row(cfg, job, ctx, body, rate, step).await.0
+}
+
+/// One row at `rate` for context `ctx` (`step` = its rate-search probe number): the row and
+/// every sent request's outcome (completion order; for tests against the simulator's truth).
+pub async fn measure_row(
+    cfg: &RateConfig,
+    job: &RateJob<'_>,
+    ctx: u64,
+    body: &Bytes,
+    rate: f64,
+    step: Option<u64>,
+) -> (RateRow, Vec<RequestOutcome>) {
     let mut row = row_header(cfg, job, ctx, rate, step.unwrap_or(0));
     let offsets = match schedule(cfg.arrival, rate, Span::Duration(job.duration), job.seed) {
         Ok(s) => s,
         Err(e) => {
             row.status = Some(CellStatus::Error);
             row.status_reason = Some(e);
-            return row;
+            return (row, Vec::new());
         }
     };
     job.events.log(format!(
@@ -274,16 +287,20 @@ async fn run_row(
     let mut load = Load::start(job.client, spec, job.cancel);
     let mut outcomes: Vec<RequestOutcome> = Vec::with_capacity(offsets.len());
     let mut cut = false;
-    loop {
+    // `Load::next` does not end while the load is alive (its channel's sender lives in the
+    // load): the row ends when every arrival has an outcome, at the deadline, or on Ctrl-C.
+    while outcomes.len() < offsets.len() {
         tokio::select! {
             o = load.next() => match o {
                 Some(o) => outcomes.push(o),
                 None => break,
             },
-            _ = tokio::time::sleep_until(deadline.into()), if !cut => {
+            _ = tokio::time::sleep_until(deadline.into()) => {
                 cut = true;
                 load.stop();
+                break;
             }
+            _ = job.cancel.cancelled() => break,
         }
     }
     let report = load.finish().await;
@@ -321,7 +338,7 @@ async fn run_row(
             _ => String::new(),
         }
     ));
-    row
+    (row, outcomes)
 }
 
 fn ms(v: Option<f64>) -> String {

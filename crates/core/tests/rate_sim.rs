@@ -1,0 +1,321 @@
+//! The open-loop request-rate layer against the simulator's recorded truth.
+//!
+//! * at 100 req/s (constant arrivals, 5 s) the achieved send rate is within 1 % of the offered
+//!   rate, and a Poisson row's achieved rate is within 1 % of its drawn schedule's rate;
+//! * under overload — 40 req/s offered to a simulator that serves ≈ 23 req/s (4 batch slots,
+//!   ≈ 17 steps of ≈ 10 ms per request) — TTFT and E2E measured from the intended send times
+//!   match the truth (the simulator's first / last emission − the intended time): per request
+//!   never shorter and at most 5 ms longer (client receive path), and the row's p50 / p99
+//!   within 5 ms of the truth's; both with the queue in the server (no cap) and in the client
+//!   (`max_concurrency` 4, where TTFT from the send time hides the wait and from the intended
+//!   time does not);
+//! * goodput for a set SLO equals the goodput computed from the simulator's own times (only
+//!   requests whose true value lies within the 5 ms tolerance of a threshold may differ).
+
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use servebench_core::load::RequestOutcome;
+use servebench_core::prompt::{build_input, streaming_payload, RequestOptions};
+use servebench_core::rate::arrival::Arrival;
+use servebench_core::rate::slo::parse_slos;
+use servebench_core::rate::{measure_row, RateConfig, RateJob};
+use servebench_core::{Endpoint, EventSink, HttpClient, Target};
+use servebench_results::{CellStatus, RateRow};
+use servebench_sim::{RequestTruth, Sim, SimConfig};
+use tokio_util::sync::CancellationToken;
+
+/// Timing tests run one at a time: they share two cores with the simulator thread.
+static SERIAL: tokio::sync::Mutex<()> = tokio::sync::Mutex::const_new(());
+
+/// Largest allowed excess of a measured time over the truth (client receive path), s.
+const TOL_S: f64 = 0.005;
+
+fn sim(cfg: SimConfig) -> Sim {
+    Sim::spawn_thread(SimConfig {
+        port: 0,
+        record_truth: true,
+        ..cfg
+    })
+    .expect("simulator starts")
+}
+
+fn overload_sim() -> Sim {
+    sim(SimConfig {
+        max_batch: 4,
+        decode_base_ms: 10.0,
+        ..Default::default()
+    })
+}
+
+fn rate_cfg(arrival: Arrival, cap: Option<u64>, slo: &str) -> RateConfig {
+    RateConfig {
+        rates: vec![],
+        arrival,
+        max_concurrency: cap,
+        slos: if slo.is_empty() {
+            vec![]
+        } else {
+            parse_slos(slo).unwrap()
+        },
+        search: None,
+        drain: Duration::from_secs(30),
+    }
+}
+
+async fn row(
+    sim: &Sim,
+    cfg: &RateConfig,
+    rate: f64,
+    duration: f64,
+    max_tokens: u64,
+) -> (RateRow, Vec<RequestOutcome>) {
+    let target = Target::from_url(&sim.base_url(), None, Endpoint::Chat).unwrap();
+    let client = HttpClient::new(target).unwrap();
+    let opts = RequestOptions {
+        model: "servebench-sim".into(),
+        endpoint: Endpoint::Chat,
+        max_tokens,
+        ignore_eos: true,
+        temperature: None,
+        continuous_usage: true,
+    };
+    let body = streaming_payload(
+        &opts,
+        &build_input(Endpoint::Chat, "[BENCH_ratetest]", 0, false),
+    );
+    let events = Arc::new(EventSink::new(None));
+    let cancel = CancellationToken::new();
+    let job = RateJob {
+        client: &client,
+        path: Endpoint::Chat.path(),
+        bodies: vec![],
+        cold_run_id: Some("ratetest".into()),
+        duration: Duration::from_secs_f64(duration),
+        seed: 11,
+        events: &events,
+        cancel: &cancel,
+    };
+    measure_row(cfg, &job, 0, &body, rate, None).await
+}
+
+fn truth_of<'a>(truth: &'a [RequestTruth], o: &RequestOutcome) -> &'a RequestTruth {
+    let id = o.stream.record.response_id.as_deref().expect("response id");
+    truth
+        .iter()
+        .find(|t| t.id == id)
+        .expect("every response is in the truth")
+}
+
+fn secs(from: Instant, to: Instant) -> f64 {
+    to.saturating_duration_since(from).as_secs_f64()
+}
+
+fn pct(v: &[f64], p: f64) -> f64 {
+    let mut v = v.to_vec();
+    v.sort_by(f64::total_cmp);
+    servebench_stats::percentile_sorted(&v, p)
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn achieved_rate_is_within_one_percent_of_offered_at_100_per_second() {
+    let _g = SERIAL.lock().await;
+    let s = sim(SimConfig::default());
+    let (r, _) = row(&s, &rate_cfg(Arrival::Constant, None, ""), 100.0, 5.0, 8).await;
+    eprintln!(
+        "constant: sent {} achieved {:?} lag p50 {:?} p99 {:?}",
+        r.requests_sent, r.achieved_rate, r.schedule_lag_p50, r.schedule_lag_p99
+    );
+    assert_eq!(r.status, Some(CellStatus::Ok), "{:?}", r.status_reason);
+    assert_eq!(r.requests_scheduled, 500);
+    assert_eq!(
+        (r.requests_sent, r.requests_completed, r.requests_not_sent),
+        (500, 500, 0)
+    );
+    let achieved = r.achieved_rate.unwrap();
+    assert!(
+        (achieved / 100.0 - 1.0).abs() < 0.01,
+        "achieved {achieved} req/s"
+    );
+    assert!(r.shortfall.unwrap().abs() < 0.01);
+
+    let (p, _) = row(&s, &rate_cfg(Arrival::Poisson, None, ""), 100.0, 5.0, 8).await;
+    let (a, sched) = (p.achieved_rate.unwrap(), p.schedule_rate.unwrap());
+    eprintln!(
+        "poisson: scheduled {} schedule rate {sched} achieved {a}",
+        p.requests_scheduled
+    );
+    assert_eq!(p.requests_sent, p.requests_scheduled);
+    assert!(
+        (a / sched - 1.0).abs() < 0.01,
+        "achieved {a}, schedule {sched}"
+    );
+}
+
+/// Checks one overloaded row's from-intended TTFT / E2E against the truth; returns the truth's
+/// (TTFT, E2E) from the intended times per completed request, and the true queue waits.
+fn check_against_truth(
+    r: &RateRow,
+    outcomes: &[RequestOutcome],
+    truth: &[RequestTruth],
+) -> (Vec<(f64, f64)>, Vec<f64>) {
+    let mut true_pairs = Vec::new();
+    let mut queue = Vec::new();
+    let (mut meas_ttft, mut true_ttft, mut meas_e2e, mut true_e2e) =
+        (vec![], vec![], vec![], vec![]);
+    for o in outcomes.iter().filter(|o| o.stream.record.completed) {
+        let t = truth_of(truth, o);
+        let rec = &o.stream.record;
+        let tt = secs(o.intended_at, t.first_token_at().unwrap());
+        let te = secs(o.intended_at, t.emissions.last().unwrap().0);
+        let mt = secs(o.intended_at, rec.first_token_at.unwrap());
+        let me = secs(o.intended_at, rec.last_token_at.unwrap());
+        assert!(
+            mt >= tt && mt - tt < TOL_S,
+            "TTFT from intended {mt} vs truth {tt}"
+        );
+        assert!(
+            me >= te && me - te < TOL_S,
+            "E2E from intended {me} vs truth {te}"
+        );
+        queue.push(secs(t.received_at, t.admitted_at.unwrap()));
+        true_pairs.push((tt, te));
+        meas_ttft.push(mt);
+        true_ttft.push(tt);
+        meas_e2e.push(me);
+        true_e2e.push(te);
+    }
+    let row_ttft = r.ttft_from_intended.unwrap();
+    let row_e2e = r.e2e_from_intended.unwrap();
+    for (p, row_v, truth_v) in [
+        (50.0, row_ttft.p50, pct(&true_ttft, 50.0)),
+        (99.0, row_ttft.p99, pct(&true_ttft, 99.0)),
+        (50.0, row_e2e.p50, pct(&true_e2e, 50.0)),
+        (99.0, row_e2e.p99, pct(&true_e2e, 99.0)),
+    ] {
+        assert!(
+            (row_v - truth_v).abs() < TOL_S,
+            "p{p}: row {row_v} vs truth {truth_v}"
+        );
+    }
+    (true_pairs, queue)
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn under_overload_latency_from_intended_times_matches_the_queueing_truth() {
+    let _g = SERIAL.lock().await;
+    // Queue in the server: every arrival is sent on time and waits for a batch slot.
+    let s = overload_sim();
+    let cfg = rate_cfg(Arrival::Constant, None, "");
+    let (r, outcomes) = row(&s, &cfg, 40.0, 2.0, 16).await;
+    assert_eq!(
+        (r.requests_completed, r.requests_not_sent),
+        (80, 0),
+        "{:?}",
+        r.status_reason
+    );
+    let (_, queue) = check_against_truth(&r, &outcomes, &s.truth());
+    let q99 = pct(&queue, 99.0);
+    eprintln!(
+        "server queue: true queue wait p99 {q99:.3}s, TTFT from intended p99 {:.3}s, lag p99 {:?}",
+        r.ttft_from_intended.unwrap().p99,
+        r.schedule_lag_p99
+    );
+    assert!(
+        q99 > 0.5,
+        "the simulator must really be overloaded (queue p99 {q99})"
+    );
+    assert!(
+        r.schedule_lag_p99.unwrap() < 0.02,
+        "arrivals go out on time without a cap"
+    );
+    assert!(
+        r.completed_rate.unwrap() < 30.0,
+        "served below the offered 40 req/s"
+    );
+
+    // Queue in the client: the cap holds arrivals back; TTFT from the send time hides the
+    // wait, from the intended time it does not.
+    let s = overload_sim();
+    let cfg = rate_cfg(Arrival::Constant, Some(4), "");
+    let (r, outcomes) = row(&s, &cfg, 40.0, 2.0, 16).await;
+    assert_eq!(
+        (r.requests_completed, r.requests_not_sent),
+        (80, 0),
+        "{:?}",
+        r.status_reason
+    );
+    let (_, queue) = check_against_truth(&r, &outcomes, &s.truth());
+    let (sent_p99, intended_p99) = (r.ttft.unwrap().p99, r.ttft_from_intended.unwrap().p99);
+    eprintln!(
+        "client queue: server queue p99 {:.3}s, TTFT p99 from send {sent_p99:.3}s, from intended {intended_p99:.3}s, lag p99 {:?}",
+        pct(&queue, 99.0),
+        r.schedule_lag_p99
+    );
+    assert!(
+        pct(&queue, 99.0) < 0.05,
+        "with the cap at the batch size the server does not queue"
+    );
+    assert!(
+        sent_p99 < 0.1 && intended_p99 > 0.5,
+        "send {sent_p99}, intended {intended_p99}"
+    );
+    assert!(r.schedule_lag_p99.unwrap() > 0.5);
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn goodput_matches_the_truth_for_a_set_slo() {
+    let _g = SERIAL.lock().await;
+    let s = overload_sim();
+    let slo_ttft = 0.6;
+    let slo_e2e = 1.0;
+    let cfg = rate_cfg(Arrival::Poisson, None, "ttft_p90=600ms,e2e_p50=1s");
+    let (r, outcomes) = row(&s, &cfg, 40.0, 2.0, 16).await;
+    let (pairs, _) = check_against_truth(&r, &outcomes, &s.truth());
+    let n = r.requests_scheduled as f64;
+    let good_truth = pairs
+        .iter()
+        .filter(|(t, e)| *t <= slo_ttft && *e <= slo_e2e)
+        .count() as f64;
+    let near = pairs
+        .iter()
+        .filter(|(t, e)| (t - slo_ttft).abs() < TOL_S || (e - slo_e2e).abs() < TOL_S)
+        .count() as f64;
+    let span = {
+        let start = outcomes.iter().map(|o| o.intended_at).min().unwrap();
+        let end = outcomes
+            .iter()
+            .map(|o| o.stream.record.end_at)
+            .max()
+            .unwrap();
+        secs(start, end)
+    };
+    let good = r.slo_attainment.unwrap() * n;
+    eprintln!(
+        "goodput {:?} req/s ({good:.0} good), truth {:.3} req/s ({good_truth} good, {near} near a threshold), attainment {:?}, slo met {:?}",
+        r.goodput,
+        good_truth / span,
+        r.slo_attainment,
+        r.slo_met
+    );
+    assert!(
+        good_truth > 0.0 && good_truth < n,
+        "the SLO must split the row"
+    );
+    assert!(
+        (good - good_truth).abs() <= near,
+        "good {good} vs truth {good_truth}"
+    );
+    assert!((r.goodput.unwrap() - good / span).abs() < 1e-9);
+    assert!((r.goodput.unwrap() - good_truth / span).abs() <= near / span + 1e-9);
+    // The row's percentile verdicts agree with the truth's percentiles.
+    let tt: Vec<f64> = pairs.iter().map(|p| p.0).collect();
+    let te: Vec<f64> = pairs.iter().map(|p| p.1).collect();
+    let want = pct(&tt, 90.0) <= slo_ttft && pct(&te, 50.0) <= slo_e2e;
+    let margin = (pct(&tt, 90.0) - slo_ttft)
+        .abs()
+        .min((pct(&te, 50.0) - slo_e2e).abs());
+    if margin > TOL_S {
+        assert_eq!(r.slo_met, Some(want));
+    }
+}
