@@ -3,16 +3,17 @@
 //! columns are only ever appended. Empty field = not measured (`null` in the JSON). Numbers are
 //! written with 12 significant digits; times are in seconds (`_s`), rates in tok/s (`_tps`).
 
-use servebench_results::{format_context, CellResult, PrefillRow, Results};
+use servebench_results::{format_context, CellResult, PrefillRow, RateRow, RateSummary, Results};
 
 use crate::cells::{by_context, layers};
 use crate::export::Exporter;
 use crate::ReportOptions;
 
-/// A CSV row: a decode cell or a prefill row.
+/// A CSV row: a decode cell, a prefill row or an open-loop rate row.
 enum Row<'a> {
     Cell(&'static str, &'a CellResult),
     Prefill(&'static str, u64, &'a PrefillRow),
+    Rate(&'a RateRow),
 }
 
 type Getter = fn(&Row<'_>) -> String;
@@ -48,14 +49,14 @@ fn opt<T: Field>(v: Option<T>) -> String {
 fn cell<'a>(r: &'a Row<'_>) -> Option<&'a CellResult> {
     match r {
         Row::Cell(_, c) => Some(c),
-        Row::Prefill(..) => None,
+        _ => None,
     }
 }
 
 fn pre<'a>(r: &'a Row<'_>) -> Option<&'a PrefillRow> {
     match r {
         Row::Prefill(_, _, p) => Some(p),
-        Row::Cell(..) => None,
+        _ => None,
     }
 }
 
@@ -69,9 +70,10 @@ macro_rules! cellf {
 const COLUMNS: &[(&str, &str, Getter)] = &[
     (
         "layer",
-        "sustained, request_count, burst, prefill or prefill_warm",
+        "sustained, request_count, burst, prefill or prefill_warm (rate for open-loop rows)",
         |r| match r {
             Row::Cell(l, _) | Row::Prefill(l, _, _) => l.to_string(),
+            Row::Rate(_) => "rate".into(),
         },
     ),
     (
@@ -80,6 +82,7 @@ const COLUMNS: &[(&str, &str, Getter)] = &[
         |r| match r {
             Row::Cell(_, c) => c.context_tokens.to_string(),
             Row::Prefill(_, x, _) => x.to_string(),
+            Row::Rate(x) => x.context_tokens.to_string(),
         },
     ),
     (
@@ -88,6 +91,7 @@ const COLUMNS: &[(&str, &str, Getter)] = &[
         |r| match r {
             Row::Cell(_, c) => format_context(c.context_tokens),
             Row::Prefill(_, x, _) => format_context(*x),
+            Row::Rate(x) => format_context(x.context_tokens),
         },
     ),
     (
@@ -96,6 +100,7 @@ const COLUMNS: &[(&str, &str, Getter)] = &[
         |r| match r {
             Row::Cell(_, c) => c.concurrency.to_string(),
             Row::Prefill(..) => "1".into(),
+            Row::Rate(x) => x.max_concurrency.map(|c| c.to_string()).unwrap_or_default(),
         },
     ),
     (
@@ -104,6 +109,7 @@ const COLUMNS: &[(&str, &str, Getter)] = &[
         |r| match r {
             Row::Cell(_, c) => c.status.as_str().to_string(),
             Row::Prefill(_, _, p) => p.status.map(|s| s.as_str()).unwrap_or("ok").to_string(),
+            Row::Rate(x) => x.status.map(|s| s.as_str()).unwrap_or("ok").to_string(),
         },
     ),
     (
@@ -112,6 +118,7 @@ const COLUMNS: &[(&str, &str, Getter)] = &[
         |r| match r {
             Row::Cell(_, c) => c.status_reason.clone(),
             Row::Prefill(_, _, p) => p.status_reason.clone().unwrap_or_default(),
+            Row::Rate(x) => x.status_reason.clone().unwrap_or_default(),
         },
     ),
     (
@@ -224,6 +231,7 @@ const COLUMNS: &[(&str, &str, Getter)] = &[
         |r| match r {
             Row::Cell(_, c) => opt(c.prompt_tokens),
             Row::Prefill(_, _, p) => opt(p.prompt_tokens),
+            Row::Rate(_) => String::new(),
         },
     ),
     (
@@ -300,6 +308,190 @@ const COLUMNS: &[(&str, &str, Getter)] = &[
     ),
 ];
 
+fn rate<'a>(r: &'a Row<'_>) -> Option<&'a RateRow> {
+    match r {
+        Row::Rate(x) => Some(x),
+        _ => None,
+    }
+}
+
+macro_rules! ratef {
+    ($f:ident) => {
+        |r: &Row<'_>| rate(r).map(|x| opt(x.$f)).unwrap_or_default()
+    };
+    ($f:ident, $p:ident) => {
+        |r: &Row<'_>| {
+            rate(r)
+                .and_then(|x| x.$f.as_ref().map(|s: &RateSummary| s.$p.field()))
+                .unwrap_or_default()
+        }
+    };
+}
+
+/// Columns appended after [`COLUMNS`] only when the file has open-loop rows (`rate_results`);
+/// empty for cells and prefill rows. Times in s, rates in req/s.
+const RATE_COLUMNS: &[(&str, &str, Getter)] = &[
+    ("offered_rate", "rate rows: offered rate, req/s", |r| {
+        rate(r).map(|x| x.offered_rate.field()).unwrap_or_default()
+    }),
+    ("arrival", "rate rows: constant, poisson or gamma", |r| {
+        rate(r).map(|x| x.arrival.clone()).unwrap_or_default()
+    }),
+    ("burstiness", "rate rows: gamma shape K", ratef!(burstiness)),
+    ("duration_s", "rate rows: schedule length, s", |r| {
+        rate(r).map(|x| x.duration.field()).unwrap_or_default()
+    }),
+    (
+        "requests_scheduled",
+        "rate rows: arrivals in the schedule",
+        |r| {
+            rate(r)
+                .map(|x| x.requests_scheduled.field())
+                .unwrap_or_default()
+        },
+    ),
+    ("requests_sent", "rate rows: requests sent", |r| {
+        rate(r).map(|x| x.requests_sent.field()).unwrap_or_default()
+    }),
+    ("requests_completed", "rate rows: requests completed", |r| {
+        rate(r)
+            .map(|x| x.requests_completed.field())
+            .unwrap_or_default()
+    }),
+    ("requests_failed", "rate rows: requests failed", |r| {
+        rate(r)
+            .map(|x| x.requests_failed.field())
+            .unwrap_or_default()
+    }),
+    (
+        "requests_cut",
+        "rate rows: requests cut at the deadline",
+        |r| rate(r).map(|x| x.requests_cut.field()).unwrap_or_default(),
+    ),
+    ("requests_not_sent", "rate rows: arrivals never sent", |r| {
+        rate(r)
+            .map(|x| x.requests_not_sent.field())
+            .unwrap_or_default()
+    }),
+    (
+        "schedule_rate",
+        "rate rows: realised rate of the schedule, req/s",
+        ratef!(schedule_rate),
+    ),
+    (
+        "achieved_rate",
+        "rate rows: rate requests left the client, req/s",
+        ratef!(achieved_rate),
+    ),
+    (
+        "shortfall",
+        "rate rows: 1 - achieved / offered",
+        ratef!(shortfall),
+    ),
+    (
+        "completed_rate",
+        "rate rows: completed requests / span, req/s",
+        ratef!(completed_rate),
+    ),
+    (
+        "schedule_lag_p50_s",
+        "rate rows: sent - intended p50, s",
+        ratef!(schedule_lag_p50),
+    ),
+    (
+        "schedule_lag_p99_s",
+        "rate rows: sent - intended p99, s",
+        ratef!(schedule_lag_p99),
+    ),
+    (
+        "rate_ttft_p50_s",
+        "rate rows: TTFT from the send p50, s",
+        ratef!(ttft, p50),
+    ),
+    (
+        "rate_ttft_p99_s",
+        "rate rows: TTFT from the send p99, s",
+        ratef!(ttft, p99),
+    ),
+    (
+        "ttft_intended_p50_s",
+        "rate rows: TTFT from the intended send p50, s",
+        ratef!(ttft_from_intended, p50),
+    ),
+    (
+        "ttft_intended_p99_s",
+        "rate rows: TTFT from the intended send p99, s",
+        ratef!(ttft_from_intended, p99),
+    ),
+    (
+        "rate_itl_p50_s",
+        "rate rows: per-request ITL p50, s",
+        ratef!(itl, p50),
+    ),
+    (
+        "rate_itl_p99_s",
+        "rate rows: per-request ITL p99, s",
+        ratef!(itl, p99),
+    ),
+    ("tpot_p50_s", "rate rows: TPOT p50, s", ratef!(tpot, p50)),
+    ("tpot_p99_s", "rate rows: TPOT p99, s", ratef!(tpot, p99)),
+    (
+        "e2e_p50_s",
+        "rate rows: E2E from the send p50, s",
+        ratef!(e2e, p50),
+    ),
+    (
+        "e2e_p99_s",
+        "rate rows: E2E from the send p99, s",
+        ratef!(e2e, p99),
+    ),
+    (
+        "e2e_intended_p50_s",
+        "rate rows: E2E from the intended send p50, s",
+        ratef!(e2e_from_intended, p50),
+    ),
+    (
+        "e2e_intended_p99_s",
+        "rate rows: E2E from the intended send p99, s",
+        ratef!(e2e_from_intended, p99),
+    ),
+    (
+        "output_tps",
+        "rate rows: output tokens / span, tok/s",
+        ratef!(output_tps),
+    ),
+    (
+        "goodput",
+        "rate rows: requests meeting every SLO / span, req/s",
+        ratef!(goodput),
+    ),
+    (
+        "slo_attainment",
+        "rate rows: share of arrivals meeting every SLO, 0-1",
+        ratef!(slo_attainment),
+    ),
+    (
+        "slo_met",
+        "rate rows: every SLO percentile within its threshold",
+        |r| {
+            rate(r)
+                .and_then(|x| x.slo_met)
+                .map(|b| b.to_string())
+                .unwrap_or_default()
+        },
+    ),
+    (
+        "search_step",
+        "rate rows: rate-search probe number",
+        ratef!(search_step),
+    ),
+];
+
+/// The columns appended for files with open-loop rows, as (name, meaning).
+pub fn rate_columns() -> Vec<(&'static str, &'static str)> {
+    RATE_COLUMNS.iter().map(|(n, m, _)| (*n, *m)).collect()
+}
+
 /// The CSV columns in order, as (name, meaning); `docs/exports.md` lists the same.
 pub fn columns() -> Vec<(&'static str, &'static str)> {
     COLUMNS.iter().map(|(n, m, _)| (*n, *m)).collect()
@@ -321,10 +513,18 @@ pub fn render_csv(r: &Results) -> anyhow::Result<String> {
             rows.push(Row::Prefill(layer, n.unwrap_or(0), row));
         }
     }
+    for x in &r.rate_results {
+        rows.push(Row::Rate(x));
+    }
+    let cols: Vec<&(&str, &str, Getter)> = if r.rate_results.is_empty() {
+        COLUMNS.iter().collect()
+    } else {
+        COLUMNS.iter().chain(RATE_COLUMNS).collect()
+    };
     let mut w = csv::Writer::from_writer(Vec::new());
-    w.write_record(COLUMNS.iter().map(|(n, _, _)| *n))?;
+    w.write_record(cols.iter().map(|(n, _, _)| *n))?;
     for row in &rows {
-        w.write_record(COLUMNS.iter().map(|(_, _, f)| f(row)))?;
+        w.write_record(cols.iter().map(|(_, _, f)| f(row)))?;
     }
     Ok(String::from_utf8(w.into_inner()?)?)
 }

@@ -579,6 +579,8 @@ pub fn render_html(r: &Results, opts: &ReportOptions) -> anyhow::Result<String> 
         )?;
     }
 
+    out.push_str(&crate::rate::html(r));
+
     // Cells not measured.
     let problems: Vec<(&str, &CellResult)> = layers(r)
         .into_iter()

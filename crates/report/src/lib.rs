@@ -17,6 +17,7 @@ pub mod hardware;
 pub mod html;
 pub mod markdown;
 mod plot;
+pub mod rate;
 
 use std::fmt::Write as _;
 use std::path::Path;
@@ -535,6 +536,11 @@ pub fn render_text(r: &Results, opts: &ReportOptions) -> String {
         }
     }
     fault_sections(r, &mut out);
+    let rate = rate::text(r);
+    if !rate.is_empty() {
+        out.push('\n');
+        out.push_str(&rate);
+    }
     if let Some(p) = &opts.json_path {
         out.push('\n');
         let _ = writeln!(out, "Results saved to {p}");

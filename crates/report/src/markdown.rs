@@ -162,6 +162,8 @@ pub fn render_markdown(r: &Results, opts: &ReportOptions) -> String {
         out.push('\n');
     }
 
+    out.push_str(&crate::rate::markdown(r));
+
     let problems: Vec<(&str, &CellResult)> = layers(r)
         .into_iter()
         .flat_map(|l| l.cells.iter().map(move |c| (l.id, c)))
