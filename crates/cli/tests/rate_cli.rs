@@ -1,0 +1,219 @@
+//! `servebench run --request-rate … --slo …` end to end against the simulator (hosted in this
+//! process): the results JSON validates against the schema and holds the rate rows; a bad
+//! `--slo` is one `error:` line and exit 2; `--rate-search` writes every probe as a row.
+
+use std::io::Read;
+use std::process::{Command, Output, Stdio};
+use std::time::{Duration, Instant};
+
+use serde_json::Value;
+use servebench_sim::{Sim, SimConfig};
+
+const BIN: &str = env!("CARGO_BIN_EXE_servebench");
+
+fn sim() -> Sim {
+    Sim::spawn_thread(SimConfig {
+        port: 0,
+        record_truth: false,
+        ..Default::default()
+    })
+    .expect("start the simulator")
+}
+
+/// Runs the binary with `args`, killing it after `limit`.
+fn run(args: &[&str], limit: Duration) -> Output {
+    let mut child = Command::new(BIN)
+        .args(args)
+        .env_remove("SERVEBENCH_API_KEY")
+        .env("CI", "1")
+        .stdin(Stdio::null())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .expect("spawn servebench");
+    let t0 = Instant::now();
+    loop {
+        if let Some(_s) = child.try_wait().unwrap() {
+            break;
+        }
+        if t0.elapsed() > limit {
+            let _ = child.kill();
+            let _ = child.wait();
+            panic!("servebench {args:?} ran longer than {limit:?}");
+        }
+        std::thread::sleep(Duration::from_millis(50));
+    }
+    let status = child.wait().unwrap();
+    let (mut out, mut err) = (Vec::new(), Vec::new());
+    child.stdout.take().unwrap().read_to_end(&mut out).unwrap();
+    child.stderr.take().unwrap().read_to_end(&mut err).unwrap();
+    Output {
+        status,
+        stdout: out,
+        stderr: err,
+    }
+}
+
+fn validate(v: &Value) {
+    let schema: Value = serde_json::from_str(servebench_results::SCHEMA_JSON).unwrap();
+    let val = jsonschema::validator_for(&schema).unwrap();
+    let errors: Vec<String> = val
+        .iter_errors(v)
+        .map(|e| format!("{e} at {}", e.instance_path()))
+        .collect();
+    assert!(
+        errors.is_empty(),
+        "results violate the schema:\n{}",
+        errors.join("\n")
+    );
+}
+
+const COMMON: &[&str] = &[
+    "--contexts",
+    "0",
+    "--skip-prefill",
+    "--decode-warmup-seconds",
+    "0",
+    "--max-tokens",
+    "16",
+    "--no-hw-monitor",
+    "--seed",
+    "3",
+];
+
+#[test]
+fn request_rate_with_slo_writes_valid_rate_rows() {
+    let s = sim();
+    let dir = tempfile::tempdir().unwrap();
+    let out = dir.path().join("r.json");
+    let csv = dir.path().join("r.csv");
+    let url = s.base_url();
+    let mut args = vec![
+        "run",
+        "--url",
+        &url,
+        "--request-rate",
+        "10,20",
+        "--arrival",
+        "constant",
+        "--duration",
+        "1",
+        "--slo",
+        "ttft_p99=500ms,itl_p99=50ms,e2e_p90=10s",
+        "-o",
+        out.to_str().unwrap(),
+        "--export-csv",
+        csv.to_str().unwrap(),
+    ];
+    args.extend_from_slice(COMMON);
+    let o = run(&args, Duration::from_secs(90));
+    let stdout = String::from_utf8_lossy(&o.stdout);
+    assert!(
+        o.status.success(),
+        "exit {:?}\n{stdout}\n{}",
+        o.status,
+        String::from_utf8_lossy(&o.stderr)
+    );
+    assert!(
+        stdout.contains("Open-loop request rate"),
+        "the report shows the rate table:\n{stdout}"
+    );
+    let v: Value = serde_json::from_str(&std::fs::read_to_string(&out).unwrap()).unwrap();
+    validate(&v);
+    let rows = v["rate_results"].as_array().expect("rate_results");
+    assert_eq!(rows.len(), 2);
+    for (row, rate) in rows.iter().zip([10.0, 20.0]) {
+        assert_eq!(row["offered_rate"], rate);
+        assert_eq!(row["requests_scheduled"], rate as u64, "{row}");
+        assert_eq!(row["requests_completed"], row["requests_sent"]);
+        assert_eq!(row["status"], "ok");
+        assert_eq!(row["slo"].as_array().unwrap().len(), 3);
+        assert_eq!(row["slo_met"], true, "{row}");
+        assert!(row["goodput"].as_f64().unwrap() > 0.0);
+        assert_eq!(row["seed"], 3);
+    }
+    assert!(
+        v["results"].as_array().unwrap().is_empty(),
+        "no matrix in rate mode"
+    );
+    assert!(std::fs::read_to_string(&csv)
+        .unwrap()
+        .contains("offered_rate"));
+}
+
+#[test]
+fn a_bad_slo_is_one_line_and_exit_2() {
+    for bad in ["ttft_p99=5", "latency_p99=5ms", "ttft_p101=5ms"] {
+        let o = run(
+            &[
+                "run",
+                "--request-rate",
+                "5",
+                "--slo",
+                bad,
+                "--duration",
+                "1",
+            ],
+            Duration::from_secs(20),
+        );
+        let err = String::from_utf8_lossy(&o.stderr);
+        assert_eq!(o.status.code(), Some(2), "{bad}: {err}");
+        let lines: Vec<&str> = err.lines().filter(|l| !l.trim().is_empty()).collect();
+        assert_eq!(lines.len(), 1, "{bad}: one line expected:\n{err}");
+        assert!(
+            lines[0].starts_with("error:") && lines[0].contains("--slo"),
+            "{bad}: {err}"
+        );
+        assert!(!err.contains("panicked"));
+    }
+}
+
+#[test]
+fn rate_search_writes_every_probe_as_a_row() {
+    let s = sim();
+    let dir = tempfile::tempdir().unwrap();
+    let out = dir.path().join("s.json");
+    let url = s.base_url();
+    let mut args = vec![
+        "run",
+        "--url",
+        &url,
+        "--rate-search",
+        "--slo",
+        "ttft_p50=1s",
+        "--rate-search-start",
+        "4",
+        "--rate-search-max-probes",
+        "3",
+        "--duration",
+        "0.5",
+        "-o",
+        out.to_str().unwrap(),
+        "-q",
+    ];
+    args.extend_from_slice(COMMON);
+    let o = run(&args, Duration::from_secs(90));
+    assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
+    let v: Value = serde_json::from_str(&std::fs::read_to_string(&out).unwrap()).unwrap();
+    validate(&v);
+    let rows = v["rate_results"].as_array().unwrap();
+    let search = &v["rate_search"][0];
+    assert_eq!(search["stopped"], "max_probes", "{search}");
+    let probes = search["probes"].as_array().unwrap();
+    assert_eq!(probes.len(), 3);
+    assert_eq!(rows.len(), 3);
+    // The simulator answers a light load well within 1 s: 4, 8, 16 req/s all pass.
+    for (i, (row, p)) in rows.iter().zip(probes).enumerate() {
+        assert_eq!(row["offered_rate"], p["rate"]);
+        assert_eq!(row["search_step"], i as u64 + 1);
+        assert_eq!(row["slo_met"], p["met"]);
+    }
+    assert_eq!(
+        probes
+            .iter()
+            .map(|p| p["rate"].as_f64().unwrap())
+            .collect::<Vec<_>>(),
+        [4.0, 8.0, 16.0]
+    );
+    assert_eq!(search["best_rate"], 16.0);
+}
