@@ -141,7 +141,7 @@ pub struct RateProgress {
 pub async fn run_rate_layer(
     cfg: &RateConfig,
     job: &RateJob<'_>,
-    on_row: &mut dyn FnMut(&RateProgress),
+    on_row: &mut (dyn FnMut(&RateProgress) + Send),
 ) -> RateProgress {
     let mut p = RateProgress::default();
     for (ctx, body) in &job.bodies {
