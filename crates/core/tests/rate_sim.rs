@@ -319,3 +319,119 @@ async fn goodput_matches_the_truth_for_a_set_slo() {
         assert_eq!(r.slo_met, Some(want));
     }
 }
+
+fn run_config(sim: &Sim, open_loop: RateConfig, contexts: Vec<u64>) -> servebench_core::RunConfig {
+    use servebench_core::prompt::CalibrationCache;
+    use servebench_core::runner::{BurstConfig, PrefillConfig, TargetingMode};
+    servebench_core::RunConfig {
+        target: Target::from_url(&sim.base_url(), None, Endpoint::Chat).unwrap(),
+        model: None,
+        concurrency: vec![1],
+        contexts,
+        duration: Duration::from_secs(1),
+        max_tokens: 16,
+        ignore_eos: true,
+        temperature: None,
+        decode_warmup: Duration::ZERO,
+        cell_timeout: Some(Duration::from_secs(20)),
+        stable_window: Duration::from_millis(300),
+        cell_pause: Duration::ZERO,
+        kv_budget: 0,
+        dcp_size: 0,
+        show_capacity_limited_values: false,
+        seed: Some(9),
+        targeting: TargetingMode::Auto,
+        calibration_context: 1024,
+        calibration_cache: CalibrationCache::at(None),
+        prefill: PrefillConfig {
+            skip: true,
+            ..PrefillConfig::default()
+        },
+        burst: BurstConfig::default(),
+        args_snapshot: serde_json::Value::Null,
+        policy: Default::default(),
+        open_loop: Some(open_loop),
+    }
+}
+
+/// Through the runner: every finished row is checkpointed (a `Checkpoint` event with the rows so
+/// far), a context that does not fit is a `skipped_context` row, and arrivals the cap kept back
+/// past the row's deadline are counted as not sent (and the requests in flight as cut).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_runner_checkpoints_rows_and_counts_unsent_arrivals() {
+    let _g = SERIAL.lock().await;
+    let s = sim(SimConfig {
+        max_model_len: 4096,
+        ..SimConfig::default()
+    });
+    let mut ol = rate_cfg(Arrival::Constant, None, "ttft_p99=1s");
+    ol.rates = vec![10.0, 20.0];
+    let (tx, mut rx) = tokio::sync::mpsc::unbounded_channel();
+    let events = Arc::new(EventSink::new(Some(tx)));
+    let res = servebench_core::run(
+        run_config(&s, ol, vec![0, 8192]),
+        events.clone(),
+        CancellationToken::new(),
+    )
+    .await
+    .expect("run");
+    drop(events);
+    let mut checkpoints = Vec::new();
+    while let Some(e) = rx.recv().await {
+        if let servebench_core::RunEvent::Checkpoint(r) = e {
+            checkpoints.push(r.rate_results.len());
+        }
+    }
+    assert!(res.results.is_empty(), "no matrix cells in rate mode");
+    let rows = &res.rate_results;
+    assert_eq!(rows.len(), 4, "2 rates × 2 contexts");
+    assert_eq!(
+        rows[0].status,
+        Some(CellStatus::Ok),
+        "{:?}",
+        rows[0].status_reason
+    );
+    assert_eq!(
+        (rows[0].requests_scheduled, rows[1].requests_scheduled),
+        (10, 20)
+    );
+    assert!(rows[1].slo_met == Some(true) && rows[1].goodput.unwrap() > 0.0);
+    assert_eq!(rows[2].status, Some(CellStatus::SkippedContext));
+    assert!(rows[2]
+        .status_reason
+        .as_deref()
+        .unwrap()
+        .contains("max_model_len"));
+    for n in 1..=4 {
+        assert!(
+            checkpoints.contains(&n),
+            "a checkpoint after row {n}: {checkpoints:?}"
+        );
+    }
+
+    // A cap of 1 with 20 tokens of 10 ms per request serves ≈ 5 req/s; 40 req/s for 1 s with
+    // no drain leaves most arrivals unsent at the deadline: counted, not dropped.
+    let slow = overload_sim();
+    let mut cfg = rate_cfg(Arrival::Constant, Some(1), "ttft_p50=1s");
+    cfg.drain = Duration::ZERO;
+    let (r, _) = row(&slow, &cfg, 40.0, 1.0, 20).await;
+    eprintln!(
+        "capped: sent {} completed {} cut {} not sent {} ({:?})",
+        r.requests_sent, r.requests_completed, r.requests_cut, r.requests_not_sent, r.status_reason
+    );
+    assert_eq!(r.requests_scheduled, 40);
+    assert_eq!(
+        r.requests_sent + r.requests_not_sent,
+        40,
+        "every arrival is sent or counted as not sent"
+    );
+    assert_eq!(
+        r.requests_completed + r.requests_failed + r.requests_cut,
+        r.requests_sent
+    );
+    assert!(r.requests_not_sent >= 25, "{}", r.requests_not_sent);
+    assert!(r.status_reason.as_deref().unwrap().contains("never sent"));
+    // Unsent arrivals miss the SLO: attainment counts them, the p50 constraint fails.
+    assert!(r.slo_attainment.unwrap() <= (r.requests_completed as f64) / 40.0 + 1e-9);
+    assert_eq!(r.slo_met, Some(false));
+}
