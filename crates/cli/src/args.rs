@@ -469,6 +469,10 @@ impl RunArgs {
             .map_err(usage)?;
 
         let policy = self.faults.to_policy()?;
+        let open_loop = self.rate.to_config()?;
+        if open_loop.is_some() {
+            crate::rate_args::check_exclusive(self)?;
+        }
         // The embedded simulator impersonates vLLM, so the first run shows the server-side
         // evidence a real server gives: /metrics, the KV budget, readiness and validation.
         let (target, sim) = self.target.resolve(|| SimConfig {
@@ -504,6 +508,7 @@ impl RunArgs {
             "prompt_cache": self.prompt_cache.map(|p| format!("{p:?}").to_lowercase()),
             "embedded_simulator": sim.is_some(),
             "timeouts": self.faults.snapshot(),
+            "open_loop": self.rate.snapshot(),
         });
         let cfg = RunConfig {
             target,
@@ -567,7 +572,7 @@ impl RunArgs {
             },
             args_snapshot,
             policy,
-            open_loop: self.rate.to_config()?,
+            open_loop,
         };
         Ok((cfg, sim))
     }

@@ -117,6 +117,44 @@ impl RateArgs {
     }
 }
 
+/// The open-loop mode replaces the matrix: the matrix's own flags would be silently ignored, so
+/// they are a usage error (with the flag to use instead).
+pub fn check_exclusive(run: &crate::args::RunArgs) -> anyhow::Result<()> {
+    if run.concurrency.is_some() {
+        usage_bail!(
+            "--concurrency does not apply to --request-rate / --rate-search (the rate sets the load; cap requests in flight with --max-concurrency)"
+        );
+    }
+    if run.request_count > 0 || run.run_burst || run.prefill_only {
+        usage_bail!(
+            "--request-count, --run-burst and --prefill-only cannot be combined with --request-rate / --rate-search"
+        );
+    }
+    Ok(())
+}
+
+impl RateArgs {
+    /// The flags as given, for `startup_diagnostics.args` (`null` without the mode).
+    pub fn snapshot(&self) -> serde_json::Value {
+        if self.request_rate.is_none() && !self.rate_search {
+            return serde_json::Value::Null;
+        }
+        serde_json::json!({
+            "request_rate": self.request_rate,
+            "arrival": self.arrival,
+            "burstiness": self.burstiness,
+            "max_concurrency": self.max_concurrency,
+            "slo": self.slo,
+            "rate_search": self.rate_search,
+            "rate_search_start": self.rate_search_start,
+            "rate_search_resolution": self.rate_search_resolution,
+            "rate_search_max_probes": self.rate_search_max_probes,
+            "rate_search_max_rate": self.rate_search_max_rate,
+            "rate_drain_seconds": self.rate_drain_seconds,
+        })
+    }
+}
+
 /// `5,10,20` → rates in req/s (each finite and > 0).
 fn parse_rates(s: &str) -> anyhow::Result<Vec<f64>> {
     let mut out = Vec::new();

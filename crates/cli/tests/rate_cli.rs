@@ -169,6 +169,37 @@ fn a_bad_slo_is_one_line_and_exit_2() {
 }
 
 #[test]
+fn matrix_flags_with_a_request_rate_are_usage_errors() {
+    for (extra, needle) in [
+        (&["--concurrency", "4"][..], "--max-concurrency"),
+        (&["--request-count", "10"], "--request-count"),
+        (
+            &["--arrival", "gamma", "--burstiness", "-1"],
+            "--burstiness",
+        ),
+    ] {
+        let mut args = vec!["run", "--request-rate", "5", "--duration", "1"];
+        args.extend_from_slice(extra);
+        let o = run(&args, Duration::from_secs(20));
+        let err = String::from_utf8_lossy(&o.stderr);
+        assert_eq!(o.status.code(), Some(2), "{extra:?}: {err}");
+        assert_eq!(err.trim().lines().count(), 1, "{extra:?}: {err}");
+        assert!(err.contains(needle), "{extra:?}: {err}");
+    }
+    // Rate flags without a rate are an error too, not silently ignored.
+    let o = run(
+        &["run", "--slo", "ttft_p99=1s", "--duration", "1"],
+        Duration::from_secs(20),
+    );
+    assert_eq!(
+        o.status.code(),
+        Some(2),
+        "{}",
+        String::from_utf8_lossy(&o.stderr)
+    );
+}
+
+#[test]
 fn rate_search_writes_every_probe_as_a_row() {
     let s = sim();
     let dir = tempfile::tempdir().unwrap();
