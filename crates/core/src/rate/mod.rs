@@ -287,8 +287,8 @@ pub async fn measure_row(
     let mut load = Load::start(job.client, spec, job.cancel);
     let mut outcomes: Vec<RequestOutcome> = Vec::with_capacity(offsets.len());
     let mut cut = false;
-    // `Load::next` does not end while the load is alive (its channel's sender lives in the
-    // load): the row ends when every arrival has an outcome, at the deadline, or on Ctrl-C.
+    // The row ends when every arrival has an outcome (or the channel closes), at the
+    // deadline (the load is stopped: streams in flight are cut), or on Ctrl-C.
     while outcomes.len() < offsets.len() {
         tokio::select! {
             o = load.next() => match o {
