@@ -605,6 +605,9 @@ pub fn setting_flag(s: servebench_core::resume::Setting) -> &'static str {
         S::KvBudget => "--kv-budget",
         S::TokenTargeting => "--token-targeting",
         S::PrefillDuration => "--prefill-duration",
+        S::OpenLoop => {
+            "the open-loop flags (--request-rate, --arrival, --burstiness, --max-concurrency, --slo, --rate-search*)"
+        }
         S::Model => "--model",
     }
 }

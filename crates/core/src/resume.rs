@@ -28,6 +28,9 @@ pub struct Resume {
     pub prefill: IndexMap<String, PrefillRow>,
     /// Warm-prefix rows of the kept prefill contexts.
     pub prefill_warm: IndexMap<String, PrefillRow>,
+    /// Kept open-loop rows (`rate_results[]` with status ok or skipped_context, not rate-search
+    /// probes: a search runs again as a whole).
+    pub rate_rows: Vec<servebench_results::RateRow>,
     /// Where they came from (`kept_cells` / `kept_prefill` are filled by the runner with what
     /// it actually carried over).
     pub from: ResumedFrom,
@@ -90,6 +93,12 @@ impl Resume {
                 .collect(),
             prefill,
             prefill_warm,
+            rate_rows: r
+                .rate_results
+                .iter()
+                .filter(|x| x.search_step.is_none() && x.status.is_some_and(keeps))
+                .cloned()
+                .collect(),
             from: ResumedFrom {
                 file: file.to_string(),
                 run_id: r.metadata.run_id.clone(),
@@ -167,13 +176,15 @@ pub enum Setting {
     TokenTargeting,
     /// `startup_diagnostics.args.prefill_duration`.
     PrefillDuration,
+    /// `startup_diagnostics.args.open_loop` (the open-loop flags).
+    OpenLoop,
     /// `metadata.model`.
     Model,
 }
 
 impl Setting {
     /// Every setting, in the order they are compared.
-    pub const ALL: [Setting; 24] = [
+    pub const ALL: [Setting; 25] = [
         Setting::Endpoint,
         Setting::Concurrency,
         Setting::Contexts,
@@ -197,6 +208,7 @@ impl Setting {
         Setting::KvBudget,
         Setting::TokenTargeting,
         Setting::PrefillDuration,
+        Setting::OpenLoop,
         Setting::Model,
     ];
 
@@ -226,6 +238,7 @@ impl Setting {
             Setting::KvBudget => "kv_budget",
             Setting::TokenTargeting => "token_targeting",
             Setting::PrefillDuration => "prefill_duration",
+            Setting::OpenLoop => "open_loop",
             Setting::Model => "model",
         }
     }
@@ -362,6 +375,7 @@ fn recorded_args(file: &Results, cfg: &RunConfig) -> Vec<(Setting, String, Strin
         Setting::KvBudget,
         Setting::TokenTargeting,
         Setting::PrefillDuration,
+        Setting::OpenLoop,
     ]
     .into_iter()
     .filter_map(|s| {

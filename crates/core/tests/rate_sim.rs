@@ -95,6 +95,7 @@ async fn row(
         seed: 11,
         events: &events,
         cancel: &cancel,
+        kept: vec![],
     };
     measure_row(cfg, &job, 0, &body, rate, None).await
 }
@@ -408,6 +409,29 @@ async fn the_runner_checkpoints_rows_and_counts_unsent_arrivals() {
             "a checkpoint after row {n}: {checkpoints:?}"
         );
     }
+
+    // --resume: the kept ok row (ctx 0, 10 req/s) and the skipped_context rows are carried over
+    // unchanged; the dropped one (ctx 0, 20 req/s) is measured again.
+    let mut partial = res.clone();
+    partial.rate_results.remove(1);
+    let resume = servebench_core::resume::Resume::from_results(&partial, "r.json");
+    assert_eq!(resume.rate_rows.len(), 3);
+    let mut ol = rate_cfg(Arrival::Constant, None, "ttft_p99=1s");
+    ol.rates = vec![10.0, 20.0];
+    let again = servebench_core::run_resuming(
+        run_config(&s, ol, vec![0, 8192]),
+        Default::default(),
+        Some(resume),
+        Arc::new(EventSink::new(None)),
+        CancellationToken::new(),
+    )
+    .await
+    .expect("resumed run");
+    assert_eq!(again.rate_results.len(), 4);
+    assert_eq!(again.rate_results[0], res.rate_results[0], "kept unchanged");
+    assert_eq!(again.rate_results[1].offered_rate, 20.0);
+    assert_ne!(again.rate_results[1], res.rate_results[1], "measured again");
+    assert_eq!(again.rate_results[1].status, Some(CellStatus::Ok));
 
     // A cap of 1 with 20 tokens of 10 ms per request serves ≈ 5 req/s; 40 req/s for 1 s with
     // no drain leaves most arrivals unsent at the deadline: counted, not dropped.

@@ -97,6 +97,9 @@ pub struct RateJob<'a> {
     pub events: &'a EventSink,
     /// The run's Ctrl-C token.
     pub cancel: &'a CancellationToken,
+    /// Rows kept from the file a run resumes (`--resume`): a fixed-rate row with the same
+    /// context, rate, arrival, cap and duration is carried over instead of measured again.
+    pub kept: Vec<RateRow>,
 }
 
 /// The job of a run: cold prompts unless `--prompt-cache shared`, the run's `--duration`, and
@@ -124,6 +127,15 @@ pub fn job_from_run<'a>(
         seed: cfg.seed.unwrap_or_else(rand::random),
         events,
         cancel,
+        kept: Vec::new(),
+    }
+}
+
+impl RateJob<'_> {
+    /// The job carrying over the kept rows of `resume` (`--resume`).
+    pub fn keeping(mut self, resume: Option<&crate::resume::Resume>) -> Self {
+        self.kept = resume.map(|r| r.rate_rows.clone()).unwrap_or_default();
+        self
     }
 }
 
@@ -168,7 +180,18 @@ pub async fn run_rate_layer(
                     if job.cancel.is_cancelled() {
                         break;
                     }
-                    let row = run_row(cfg, job, *ctx, body, rate, None).await;
+                    let header = row_header(cfg, job, *ctx, rate, 0);
+                    let kept = job.kept.iter().find(|k| same_row(k, &header));
+                    let row = match kept {
+                        Some(k) => {
+                            job.events.log(format!(
+                                "rate row ctx={} rate={rate} req/s kept from the resumed file",
+                                format_context(*ctx)
+                            ));
+                            k.clone()
+                        }
+                        None => run_row(cfg, job, *ctx, body, rate, None).await,
+                    };
                     p.rows.push(row);
                     on_row(&p);
                 }
@@ -209,6 +232,18 @@ pub async fn run_rate_layer(
         }
     }
     p
+}
+
+/// Whether a kept row was measured with the settings of `header` (the seed may differ: a
+/// resumed run without `--seed` draws a new one).
+fn same_row(kept: &RateRow, header: &RateRow) -> bool {
+    kept.context_tokens == header.context_tokens
+        && kept.offered_rate == header.offered_rate
+        && kept.arrival == header.arrival
+        && kept.burstiness == header.burstiness
+        && kept.max_concurrency == header.max_concurrency
+        && kept.duration == header.duration
+        && kept.search_step.is_none()
 }
 
 /// The row's configuration fields (nothing measured yet).
