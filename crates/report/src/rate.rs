@@ -226,7 +226,10 @@ pub fn html(r: &Results) -> String {
         return String::new();
     }
     let cols = columns();
-    let mut out = String::from("<h2 id=\"rate\">Open-loop request rate</h2>\n<table>\n<tr>");
+    // The table is wider than the page column: it scrolls on its own.
+    let mut out = String::from(
+        "<h2 id=\"rate\">Open-loop request rate</h2>\n<div style=\"overflow-x:auto\">\n<table>\n<tr>",
+    );
     for (h, _) in &cols {
         let _ = write!(out, "<th>{}</th>", esc(h));
     }
@@ -238,7 +241,7 @@ pub fn html(r: &Results) -> String {
         }
         out.push_str("</tr>\n");
     }
-    out.push_str("</table>\n");
+    out.push_str("</table>\n</div>\n");
     let lines: Vec<String> = slo_line(r)
         .into_iter()
         .chain(search_lines(r))
