@@ -151,6 +151,10 @@ async fn achieved_rate_is_within_one_percent_of_offered_at_100_per_second() {
         (a / sched - 1.0).abs() < 0.01,
         "achieved {a}, schedule {sched}"
     );
+    assert!(
+        p.shortfall.unwrap().abs() < 0.01,
+        "shortfall is against the drawn schedule"
+    );
 }
 
 /// Checks one overloaded row's from-intended TTFT / E2E against the truth; returns the truth's

@@ -385,7 +385,7 @@ const RATE_COLUMNS: &[(&str, &str, Getter)] = &[
     ),
     (
         "shortfall",
-        "rate rows: 1 - achieved / offered",
+        "rate rows: 1 - achieved / schedule rate",
         ratef!(shortfall),
     ),
     (

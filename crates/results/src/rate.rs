@@ -47,8 +47,10 @@ pub struct RateRow {
     /// Rate at which requests really left the client,
     /// `(sent − 1) / (last sent_at − first sent_at)`, req/s.
     pub achieved_rate: Option<f64>,
-    /// `1 − achieved_rate / offered_rate` (fraction; ≤ 0 when the client kept up, positive when
-    /// it sent slower than offered).
+    /// `1 − achieved_rate / schedule_rate` (fraction): ≈ 0 when the client sent the drawn
+    /// schedule on time, positive when it sent slower (a full concurrency cap, a starved client).
+    /// Against the schedule's own rate, so a Poisson draw's sampling noise is not a shortfall
+    /// (`schedule_rate` vs `offered_rate` shows that noise).
     pub shortfall: Option<f64>,
     /// Completed requests / (last end − first intended send), req/s (request throughput).
     pub completed_rate: Option<f64>,

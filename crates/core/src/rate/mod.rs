@@ -460,7 +460,7 @@ pub fn fold_row(
         if outcomes.len() >= 2 && span > 0.0 {
             let r = (outcomes.len() - 1) as f64 / span;
             row.achieved_rate = Some(r);
-            row.shortfall = Some(1.0 - r / row.offered_rate);
+            row.shortfall = row.schedule_rate.map(|s| 1.0 - r / s);
         }
     }
     let lags: Vec<f64> = outcomes.iter().map(|o| o.schedule_lag_s()).collect();
