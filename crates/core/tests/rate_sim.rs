@@ -9,6 +9,7 @@
 //!   within 5 ms of the truth's; both with the queue in the server (no cap) and in the client
 //!   (`max_concurrency` 4, where TTFT from the send time hides the wait and from the intended
 //!   time does not);
+//! * the arrivals the simulator received (its own clock) pass a KS test against Exp(λ);
 //! * goodput for a set SLO equals the goodput computed from the simulator's own times (only
 //!   requests whose true value lies within the 5 ms tolerance of a threshold may differ).
 
@@ -462,4 +463,55 @@ async fn the_runner_checkpoints_rows_and_counts_unsent_arrivals() {
     // Unsent arrivals miss the SLO: attainment counts them, the p50 constraint fails.
     assert!(r.slo_attainment.unwrap() <= (r.requests_completed as f64) / 40.0 + 1e-9);
     assert_eq!(r.slo_met, Some(false));
+}
+
+/// The arrivals the simulator saw (its own receipt times) form a Poisson process at the offered
+/// rate: their gaps pass a one-sample KS test against Exp(λ) at α = 0.01 (the client's timer
+/// granularity, ≈ 1 ms against 50 ms mean gaps, moves the CDF by < 0.02 of the ≈ 0.115 margin).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn poisson_arrivals_at_the_simulator_pass_a_ks_test() {
+    use servebench_core::rate::arrival::{ks_critical_001, ks_statistic};
+    let _g = SERIAL.lock().await;
+    let s = sim(SimConfig::default());
+    let rate = 20.0;
+    let (r, outcomes) = row(&s, &rate_cfg(Arrival::Poisson, None, ""), rate, 10.0, 4).await;
+    assert_eq!(
+        r.requests_completed, r.requests_scheduled,
+        "{:?}",
+        r.status_reason
+    );
+    let truth = s.truth();
+    let mut received: Vec<Instant> = outcomes
+        .iter()
+        .map(|o| truth_of(&truth, o).received_at)
+        .collect();
+    received.sort();
+    let gaps: Vec<f64> = received.windows(2).map(|w| secs(w[0], w[1])).collect();
+    let d = ks_statistic(&gaps, |x| {
+        if x <= 0.0 {
+            0.0
+        } else {
+            1.0 - (-rate * x).exp()
+        }
+    });
+    let crit = ks_critical_001(gaps.len());
+    eprintln!(
+        "KS at the simulator: n = {}, D = {d:.4}, critical {crit:.4}",
+        gaps.len()
+    );
+    assert!(d < crit, "D = {d:.4} ≥ {crit:.4}");
+    // The same test rejects constant arrivals at that rate (the test can fail).
+    let (_, outcomes) = row(&s, &rate_cfg(Arrival::Constant, None, ""), rate, 3.0, 4).await;
+    let truth = s.truth();
+    let mut received: Vec<Instant> = outcomes
+        .iter()
+        .map(|o| truth_of(&truth, o).received_at)
+        .collect();
+    received.sort();
+    let gaps: Vec<f64> = received.windows(2).map(|w| secs(w[0], w[1])).collect();
+    let d = ks_statistic(&gaps, |x| 1.0 - (-rate * x).exp());
+    assert!(
+        d > ks_critical_001(gaps.len()),
+        "constant gaps must fail: D = {d}"
+    );
 }
