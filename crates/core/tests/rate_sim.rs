@@ -11,7 +11,10 @@
 //!   time does not);
 //! * the arrivals the simulator received (its own clock) pass a KS test against Exp(λ);
 //! * goodput for a set SLO equals the goodput computed from the simulator's own times (only
-//!   requests whose true value lies within the 5 ms tolerance of a threshold may differ).
+//!   requests whose true value lies within the 5 ms tolerance of a threshold may differ);
+//! * through the runner: a checkpoint after every row, `skipped_context` rows, `--resume`
+//!   carrying kept rows over, and arrivals a full cap kept back past the deadline counted as not
+//!   sent.
 
 use std::sync::Arc;
 use std::time::{Duration, Instant};
