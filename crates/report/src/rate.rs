@@ -73,6 +73,15 @@ pub fn columns() -> Vec<(&'static str, Get)> {
     ]
 }
 
+/// [`columns`] without the SLO columns when no row was judged against SLOs.
+fn shown_columns(r: &Results) -> Vec<(&'static str, Get)> {
+    let slo = r.rate_results.iter().any(|x| !x.slo.is_empty());
+    columns()
+        .into_iter()
+        .filter(|(h, _)| slo || !matches!(*h, "goodput req/s" | "SLO attain" | "SLOs p-met"))
+        .collect()
+}
+
 const NOTE: &str = "TTFT* and E2E* are measured from each request's intended send time (coordinated-omission safe); TTFT from the actual send. lag = sent - intended. goodput = completed requests meeting every SLO per request / row span; SLO attain = their share of scheduled arrivals; SLOs p-met = every SLO's percentile over the row (unsent/failed as +inf) is within its threshold.";
 
 fn search_lines(r: &Results) -> Vec<String> {
@@ -133,7 +142,7 @@ pub fn text(r: &Results) -> String {
     if r.rate_results.is_empty() {
         return String::new();
     }
-    let cols = columns();
+    let cols = shown_columns(r);
     let cells: Vec<Vec<String>> = r
         .rate_results
         .iter()
@@ -186,7 +195,7 @@ pub fn markdown(r: &Results) -> String {
     if r.rate_results.is_empty() {
         return String::new();
     }
-    let cols = columns();
+    let cols = shown_columns(r);
     let mut out = String::from("## Open-loop request rate\n\n");
     let _ = writeln!(
         out,
@@ -225,7 +234,7 @@ pub fn html(r: &Results) -> String {
     if r.rate_results.is_empty() {
         return String::new();
     }
-    let cols = columns();
+    let cols = shown_columns(r);
     // The table is wider than the page column: it scrolls on its own.
     let mut out = String::from(
         "<h2 id=\"rate\">Open-loop request rate</h2>\n<div style=\"overflow-x:auto\">\n<table>\n<tr>",

@@ -98,6 +98,16 @@ fn text_report_has_the_rate_table() {
     }
     let plain = render_text(&common::full(), &ReportOptions::default());
     assert!(!plain.contains("Open-loop"));
+    // Without SLOs the SLO columns are left out.
+    let mut no_slo = with_rates();
+    for row in &mut no_slo.rate_results {
+        row.slo.clear();
+    }
+    let t = render_text(&no_slo, &ReportOptions::default());
+    assert!(
+        t.contains("TTFT* p50 ms") && !t.contains("goodput req/s"),
+        "{t}"
+    );
 }
 
 #[test]
