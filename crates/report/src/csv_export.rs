@@ -335,7 +335,9 @@ const RATE_COLUMNS: &[(&str, &str, Getter)] = &[
         rate(r).map(|x| x.offered_rate.field()).unwrap_or_default()
     }),
     ("arrival", "rate rows: constant, poisson or gamma", |r| {
-        rate(r).map(|x| x.arrival.clone()).unwrap_or_default()
+        rate(r)
+            .map(|x| x.arrival.as_str().to_string())
+            .unwrap_or_default()
     }),
     ("burstiness", "rate rows: gamma shape K", ratef!(burstiness)),
     ("duration_s", "rate rows: schedule length, s", |r| {

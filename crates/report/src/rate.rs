@@ -99,7 +99,7 @@ fn search_lines(r: &Results) -> Vec<String> {
                     .map(|p| format!("{}{}", trim(p.rate), if p.met { "✓" } else { "✗" }))
                     .collect::<Vec<_>>()
                     .join(" "),
-                s.stopped
+                s.stopped.as_str()
             )
         })
         .collect()
@@ -131,7 +131,12 @@ fn slo_line(r: &Results) -> Option<String> {
         "SLOs: {}",
         row.slo
             .iter()
-            .map(|c| format!("{}_p{} <= {} ms", c.metric, c.percentile, c.threshold * 1e3))
+            .map(|c| format!(
+                "{}_p{} <= {} ms",
+                c.metric.as_str(),
+                c.percentile,
+                c.threshold * 1e3
+            ))
             .collect::<Vec<_>>()
             .join(", ")
     ))

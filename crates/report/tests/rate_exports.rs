@@ -26,7 +26,7 @@ fn with_rates() -> Results {
     let row = |rate: f64, good: f64, met: bool| RateRow {
         context_tokens: 0,
         offered_rate: rate,
-        arrival: "gamma".into(),
+        arrival: servebench_results::ArrivalProcess::Gamma,
         burstiness: Some(0.5),
         max_concurrency: Some(16),
         duration: 10.0,
@@ -45,7 +45,7 @@ fn with_rates() -> Results {
         e2e_from_intended: summary(1.5),
         output_tps: Some(1234.0),
         slo: vec![SloCheck {
-            metric: "ttft".into(),
+            metric: servebench_results::SloMetric::Ttft,
             percentile: 99.0,
             threshold: 0.5,
             measured: Some(0.5),
@@ -63,7 +63,7 @@ fn with_rates() -> Results {
     r.rate_search = vec![RateSearch {
         best_rate: Some(5.0),
         lowest_failing_rate: Some(10.0),
-        stopped: "max_probes".into(),
+        stopped: servebench_results::SearchStop::MaxProbes,
         probes: vec![
             RateProbe {
                 rate: 5.0,

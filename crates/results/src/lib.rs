@@ -26,7 +26,9 @@ pub use kinds::{
     FailureKind, PrefillMethod, PrefillMode, PromptCache,
 };
 mod rate;
-pub use rate::{RateProbe, RateRow, RateSearch, RateSummary, SloCheck};
+pub use rate::{
+    ArrivalProcess, RateProbe, RateRow, RateSearch, RateSummary, SearchStop, SloCheck, SloMetric,
+};
 
 /// A JSON object (`{}` when empty).
 pub type JsonObject = serde_json::Map<String, Value>;

@@ -9,6 +9,98 @@ use serde::{Deserialize, Serialize};
 
 use crate::CellStatus;
 
+/// The arrival process of a row (`--arrival`).
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum ArrivalProcess {
+    /// Exponential gaps with mean 1/λ.
+    #[default]
+    Poisson,
+    /// Gaps of exactly 1/λ.
+    Constant,
+    /// Gamma gaps, shape K (`burstiness`), mean 1/λ.
+    Gamma,
+}
+
+impl ArrivalProcess {
+    /// The JSON name.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            ArrivalProcess::Poisson => "poisson",
+            ArrivalProcess::Constant => "constant",
+            ArrivalProcess::Gamma => "gamma",
+        }
+    }
+}
+
+/// The latency an SLO constrains (`--slo metric_pNN=…`).
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Hash, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum SloMetric {
+    /// Time to first token, from the intended send time, s.
+    #[default]
+    Ttft,
+    /// Per-request mean inter-token latency, s.
+    Itl,
+    /// Per-request time per output token (vLLM's TPOT), s.
+    Tpot,
+    /// End-to-end latency (last token), from the intended send time, s.
+    E2e,
+}
+
+impl SloMetric {
+    /// The name used in `--slo` and in the JSON (`ttft`, `itl`, `tpot`, `e2e`).
+    pub fn as_str(self) -> &'static str {
+        match self {
+            SloMetric::Ttft => "ttft",
+            SloMetric::Itl => "itl",
+            SloMetric::Tpot => "tpot",
+            SloMetric::E2e => "e2e",
+        }
+    }
+
+    /// From its name; `None` for anything else.
+    pub fn from_name(s: &str) -> Option<SloMetric> {
+        Some(match s {
+            "ttft" => SloMetric::Ttft,
+            "itl" => SloMetric::Itl,
+            "tpot" => SloMetric::Tpot,
+            "e2e" => SloMetric::E2e,
+            _ => return None,
+        })
+    }
+}
+
+/// Why a rate search ended.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum SearchStop {
+    /// The bracket is within the resolution.
+    Resolution,
+    /// The probe budget is spent.
+    MaxProbes,
+    /// Halving reached start / 1024 without a passing rate.
+    MinRate,
+    /// Every rate up to the maximum passed.
+    MaxRate,
+    /// A probe was interrupted (or the search has not ended yet).
+    #[default]
+    Interrupted,
+}
+
+impl SearchStop {
+    /// The JSON name.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            SearchStop::Resolution => "resolution",
+            SearchStop::MaxProbes => "max_probes",
+            SearchStop::MinRate => "min_rate",
+            SearchStop::MaxRate => "max_rate",
+            SearchStop::Interrupted => "interrupted",
+        }
+    }
+}
+
 /// One open-loop row: the requests of one arrival schedule at offered rate λ.
 #[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
 #[serde(default)]
@@ -18,7 +110,7 @@ pub struct RateRow {
     /// Offered rate λ, req/s (`--request-rate`, or the rate a search probed).
     pub offered_rate: f64,
     /// Arrival process: `constant`, `poisson` or `gamma`.
-    pub arrival: String,
+    pub arrival: ArrivalProcess,
     /// Gamma shape K (`--burstiness`; 1 = Poisson); null for `constant`.
     pub burstiness: Option<f64>,
     /// Client-side concurrency cap (`--max-concurrency`); null = none.
@@ -122,7 +214,7 @@ pub struct RateSummary {
 #[serde(default)]
 pub struct SloCheck {
     /// `ttft`, `itl`, `tpot` or `e2e`.
-    pub metric: String,
+    pub metric: SloMetric,
     /// The percentile of the row constraint, 0–100 (`p99` → 99).
     pub percentile: f64,
     /// Threshold, s.
@@ -153,7 +245,7 @@ pub struct RateSearch {
     /// Lowest probed rate that missed them, req/s; null when none did (the bracket never closed).
     pub lowest_failing_rate: Option<f64>,
     /// Why the search ended: `resolution`, `max_probes`, `min_rate`, `max_rate`, `interrupted`.
-    pub stopped: String,
+    pub stopped: SearchStop,
     /// Each probe in order: rate and whether it met the SLOs.
     pub probes: Vec<RateProbe>,
 }

@@ -35,7 +35,7 @@ fn full_row() -> RateRow {
     RateRow {
         context_tokens: 0,
         offered_rate: 10.0,
-        arrival: "gamma".into(),
+        arrival: servebench_results::ArrivalProcess::Gamma,
         burstiness: Some(0.5),
         max_concurrency: Some(32),
         duration: 5.0,
@@ -62,7 +62,7 @@ fn full_row() -> RateRow {
         output_tokens: 4800,
         output_tps: Some(900.0),
         slo: vec![SloCheck {
-            metric: "ttft".into(),
+            metric: servebench_results::SloMetric::Ttft,
             percentile: 99.0,
             threshold: 0.5,
             measured: Some(0.1),
@@ -90,7 +90,7 @@ fn file_with_rows() -> Results {
     r.rate_results.push(full_row());
     r.rate_results.push(RateRow {
         offered_rate: 20.0,
-        arrival: "poisson".into(),
+        arrival: servebench_results::ArrivalProcess::Poisson,
         ..Default::default()
     });
     r.rate_search.push(RateSearch {
@@ -101,7 +101,7 @@ fn file_with_rows() -> Results {
         rule: "double, then bisect".into(),
         best_rate: Some(10.0),
         lowest_failing_rate: Some(10.4),
-        stopped: "resolution".into(),
+        stopped: servebench_results::SearchStop::Resolution,
         probes: vec![
             RateProbe {
                 rate: 1.0,

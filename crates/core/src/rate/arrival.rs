@@ -36,10 +36,16 @@ pub enum Arrival {
 impl Arrival {
     /// Name as written to the results (`constant`, `poisson`, `gamma`).
     pub fn name(self) -> &'static str {
+        self.process().as_str()
+    }
+
+    /// The results' arrival kind.
+    pub fn process(self) -> servebench_results::ArrivalProcess {
+        use servebench_results::ArrivalProcess as P;
         match self {
-            Arrival::Constant => "constant",
-            Arrival::Poisson => "poisson",
-            Arrival::Gamma { .. } => "gamma",
+            Arrival::Constant => P::Constant,
+            Arrival::Poisson => P::Poisson,
+            Arrival::Gamma { .. } => P::Gamma,
         }
     }
 

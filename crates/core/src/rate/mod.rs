@@ -224,7 +224,7 @@ pub async fn run_rate_layer(
                         .map(|r| format!("{r:.3}"))
                         .unwrap_or_else(|| "none".into()),
                     out.probes.len(),
-                    out.stopped
+                    out.stopped.as_str()
                 ));
                 *p.searches.last_mut().expect("pushed above") = out;
                 on_row(&p);
@@ -251,7 +251,7 @@ fn row_header(cfg: &RateConfig, job: &RateJob<'_>, ctx: u64, rate: f64, step: u6
     RateRow {
         context_tokens: ctx,
         offered_rate: rate,
-        arrival: cfg.arrival.name().into(),
+        arrival: cfg.arrival.process(),
         burstiness: cfg.arrival.burstiness(),
         max_concurrency: cfg.max_concurrency,
         duration: job.duration.as_secs_f64(),
@@ -518,7 +518,7 @@ pub fn fold_row(
             .map(|s| {
                 let (measured, met) = check_percentile(s, &values);
                 SloCheck {
-                    metric: s.metric.name().into(),
+                    metric: s.metric,
                     percentile: s.percentile,
                     threshold: s.threshold_s,
                     measured,

@@ -17,7 +17,7 @@
 //! The search is a state machine ([`RateSearcher`]: `next_rate`, then `record`), so the async
 //! layer drives it probe by probe; [`search`] runs it over a synchronous probe closure.
 
-use servebench_results::{RateProbe, RateSearch};
+use servebench_results::{RateProbe, RateSearch, SearchStop};
 
 /// Lowest rate tried below a failing start: `start / 2^10`.
 const MIN_RATE_DIVISOR: f64 = 1024.0;
@@ -97,7 +97,7 @@ pub struct RateSearcher {
     lo: Option<f64>,
     /// Lowest failing rate.
     hi: Option<f64>,
-    stopped: Option<&'static str>,
+    stopped: Option<SearchStop>,
 }
 
 impl RateSearcher {
@@ -118,7 +118,7 @@ impl RateSearcher {
             return None;
         }
         if self.probes.len() as u64 >= self.settings.max_probes {
-            self.stopped = Some("max_probes");
+            self.stopped = Some(SearchStop::MaxProbes);
             return None;
         }
         let s = self.settings;
@@ -130,7 +130,7 @@ impl RateSearcher {
                     if lo < s.max_rate {
                         s.max_rate
                     } else {
-                        self.stopped = Some("max_rate");
+                        self.stopped = Some(SearchStop::MaxRate);
                         return None;
                     }
                 } else {
@@ -140,14 +140,14 @@ impl RateSearcher {
             (None, Some(hi)) => {
                 let r = hi / 2.0;
                 if r < s.start / MIN_RATE_DIVISOR {
-                    self.stopped = Some("min_rate");
+                    self.stopped = Some(SearchStop::MinRate);
                     return None;
                 }
                 r
             }
             (Some(lo), Some(hi)) => {
                 if hi - lo <= s.resolution * lo {
-                    self.stopped = Some("resolution");
+                    self.stopped = Some(SearchStop::Resolution);
                     return None;
                 }
                 (lo + hi) / 2.0
@@ -168,7 +168,7 @@ impl RateSearcher {
 
     /// Ends the search early (a probe was interrupted).
     pub fn interrupt(&mut self) {
-        self.stopped = Some("interrupted");
+        self.stopped = Some(SearchStop::Interrupted);
     }
 
     /// The outcome so far, for `rate_search` (`context` = the rows' context, tokens).
@@ -181,7 +181,7 @@ impl RateSearcher {
             rule: self.settings.rule(),
             best_rate: self.lo,
             lowest_failing_rate: self.hi,
-            stopped: self.stopped.unwrap_or("interrupted").to_string(),
+            stopped: self.stopped.unwrap_or(SearchStop::Interrupted),
             probes: self.probes.clone(),
         }
     }
@@ -219,7 +219,7 @@ mod tests {
             max_rate: 1e6,
         };
         let out = search(st, threshold(37.0));
-        assert_eq!(out.stopped, "resolution");
+        assert_eq!(out.stopped, SearchStop::Resolution);
         let rates: Vec<f64> = out.probes.iter().map(|p| p.rate).collect();
         assert_eq!(&rates[..7], &[1.0, 2.0, 4.0, 8.0, 16.0, 32.0, 64.0]);
         assert_eq!(
@@ -243,7 +243,7 @@ mod tests {
         let out = search(st, threshold(9.0));
         let rates: Vec<f64> = out.probes.iter().map(|p| p.rate).collect();
         assert_eq!(&rates[..5], &[100.0, 50.0, 25.0, 12.5, 6.25]);
-        assert_eq!(out.stopped, "resolution");
+        assert_eq!(out.stopped, SearchStop::Resolution);
         let best = out.best_rate.unwrap();
         assert!(best <= 9.0 && 9.0 - best <= 0.05 * best * 1.0001, "{best}");
     }
@@ -251,7 +251,7 @@ mod tests {
     #[test]
     fn nothing_passes_stops_at_the_floor() {
         let out = search(SearchSettings::default(), |_| Some(false));
-        assert_eq!(out.stopped, "min_rate");
+        assert_eq!(out.stopped, SearchStop::MinRate);
         assert_eq!(out.best_rate, None);
         assert_eq!(out.probes.len(), 11, "1, 1/2, …, 1/1024");
     }
@@ -265,7 +265,7 @@ mod tests {
             ..Default::default()
         };
         let out = search(st, |_| Some(true));
-        assert_eq!(out.stopped, "max_rate");
+        assert_eq!(out.stopped, SearchStop::MaxRate);
         assert_eq!(out.best_rate, Some(100.0));
         assert_eq!(
             out.probes.last().unwrap().rate,
@@ -281,13 +281,16 @@ mod tests {
             ..Default::default()
         };
         let out = search(st, threshold(1000.0));
-        assert_eq!((out.stopped.as_str(), out.probes.len()), ("max_probes", 4));
+        assert_eq!((out.stopped, out.probes.len()), (SearchStop::MaxProbes, 4));
         let mut n = 0;
         let out = search(SearchSettings::default(), |r| {
             n += 1;
             (n < 3).then_some(r < 100.0)
         });
-        assert_eq!((out.stopped.as_str(), out.probes.len()), ("interrupted", 2));
+        assert_eq!(
+            (out.stopped, out.probes.len()),
+            (SearchStop::Interrupted, 2)
+        );
     }
 
     #[test]

@@ -19,40 +19,7 @@
 
 use std::fmt;
 
-/// The latency an SLO constrains.
-#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
-pub enum SloMetric {
-    /// Time to first token, from the intended send time, s.
-    Ttft,
-    /// Per-request mean inter-token latency, s.
-    Itl,
-    /// Per-request time per output token (vLLM's TPOT), s.
-    Tpot,
-    /// End-to-end latency (last token), from the intended send time, s.
-    E2e,
-}
-
-impl SloMetric {
-    /// The name used in `--slo` and in the results (`ttft`, `itl`, `tpot`, `e2e`).
-    pub fn name(self) -> &'static str {
-        match self {
-            SloMetric::Ttft => "ttft",
-            SloMetric::Itl => "itl",
-            SloMetric::Tpot => "tpot",
-            SloMetric::E2e => "e2e",
-        }
-    }
-
-    fn parse(s: &str) -> Option<SloMetric> {
-        Some(match s {
-            "ttft" => SloMetric::Ttft,
-            "itl" => SloMetric::Itl,
-            "tpot" => SloMetric::Tpot,
-            "e2e" => SloMetric::E2e,
-            _ => return None,
-        })
-    }
-}
+pub use servebench_results::SloMetric;
 
 /// One objective: the `percentile`-th percentile of `metric` at most `threshold_s`.
 #[derive(Clone, Copy, Debug, PartialEq)]
@@ -70,7 +37,7 @@ impl fmt::Display for Slo {
         write!(
             f,
             "{}_p{}={}ms",
-            self.metric.name(),
+            self.metric.as_str(),
             self.percentile,
             self.threshold_s * 1e3
         )
@@ -96,7 +63,7 @@ pub fn parse_slos(spec: &str) -> Result<Vec<Slo>, String> {
             .trim()
             .split_once("_p")
             .ok_or_else(|| bad("expected metric_pNN before '=', e.g. ttft_p99"))?;
-        let metric = SloMetric::parse(metric).ok_or_else(|| {
+        let metric = SloMetric::from_name(metric).ok_or_else(|| {
             bad(&format!(
                 "unknown metric {metric:?} (expected ttft, itl, tpot or e2e)"
             ))
