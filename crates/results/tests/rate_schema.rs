@@ -84,8 +84,8 @@ fn file_with_rows() -> Results {
     };
     r.metadata.tool = "servebench".into();
     r.metadata.endpoint = "chat".into();
-    r.metadata.decode_mode = "duration".into();
-    r.metadata.primary_decode_layer = "sustained_decode".into();
+    r.metadata.decode_mode = servebench_results::DecodeMode::Duration;
+    r.metadata.primary_decode_layer = servebench_results::DecodeLayer::SustainedDecode;
     r.methodology.prefill.name = "Prefill".into();
     r.rate_results.push(full_row());
     r.rate_results.push(RateRow {
