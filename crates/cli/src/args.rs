@@ -606,7 +606,7 @@ pub fn setting_flag(s: servebench_core::resume::Setting) -> &'static str {
         S::TokenTargeting => "--token-targeting",
         S::PrefillDuration => "--prefill-duration",
         S::OpenLoop => {
-            "the open-loop flags (--request-rate, --arrival, --burstiness, --max-concurrency, --slo, --rate-search*)"
+            "--request-rate (or another open-loop flag: --arrival, --burstiness, --max-concurrency, --slo, --rate-search*)"
         }
         S::Model => "--model",
     }
