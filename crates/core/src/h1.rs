@@ -547,13 +547,33 @@ mod rx_timestamps {
     }
 
     /// Reads into `buf`; returns the bytes read and their arrival time.
+    ///
+    /// A short read (fewer bytes than `buf` holds) drained the socket, so its readiness is
+    /// cleared right away, as tokio's own `poll_read` does: the next call then waits for the
+    /// reactor instead of making one more `recvmsg` that fails with `EAGAIN` — that was one
+    /// wasted system call per SSE event. Clearing is safe: tokio clears only when no new
+    /// readiness event arrived since this read's was observed.
     pub async fn read(io: &TcpStream, buf: &mut [u8]) -> std::io::Result<(usize, Instant)> {
+        let len = buf.len();
         loop {
             io.readable().await?;
-            match io.try_io(Interest::READABLE, || recv(io, buf)) {
-                Ok(r) => return Ok(r),
-                Err(e) if e.kind() == std::io::ErrorKind::WouldBlock => continue,
-                Err(e) => return Err(e),
+            let mut got = None;
+            let r = io.try_io(Interest::READABLE, || {
+                let (n, at) = recv(io, buf)?;
+                got = Some((n, at));
+                if n > 0 && n < len {
+                    // drained: let try_io clear the readiness (the bytes are in `got`)
+                    Err(std::io::ErrorKind::WouldBlock.into())
+                } else {
+                    Ok(())
+                }
+            });
+            if let Some(got) = got {
+                return Ok(got);
+            }
+            match r {
+                Err(e) if e.kind() != std::io::ErrorKind::WouldBlock => return Err(e),
+                _ => continue,
             }
         }
     }
