@@ -497,7 +497,7 @@ mod rx_timestamps {
         target_os = "linux",
         any(target_arch = "x86_64", target_arch = "aarch64")
     ))]
-    fn recv(io: &TcpStream, buf: &mut [u8]) -> std::io::Result<(usize, Instant)> {
+    fn recv(io: &TcpStream, buf: &mut [u8]) -> std::io::Result<(usize, Instant, Instant)> {
         use std::os::fd::AsRawFd;
         let mut iov = libc::iovec {
             iov_base: buf.as_mut_ptr() as *mut libc::c_void,
@@ -534,33 +534,39 @@ mod rx_timestamps {
             }
         }
         let at = kernel.map_or(now, |k| to_instant(k, now, now_real));
-        Ok((n as usize, at))
+        Ok((n as usize, at, now))
     }
 
     #[cfg(not(all(
         target_os = "linux",
         any(target_arch = "x86_64", target_arch = "aarch64")
     )))]
-    fn recv(io: &TcpStream, buf: &mut [u8]) -> std::io::Result<(usize, Instant)> {
+    fn recv(io: &TcpStream, buf: &mut [u8]) -> std::io::Result<(usize, Instant, Instant)> {
         let n = io.try_read(buf)?;
-        Ok((n, Instant::now()))
+        let now = Instant::now();
+        Ok((n, now, now))
     }
 
-    /// Reads into `buf`; returns the bytes read and their arrival time.
+    /// Reads into `buf`; returns the bytes read, their arrival time and the time the read
+    /// returned (equal without kernel timestamps).
     ///
     /// A short read (fewer bytes than `buf` holds) drained the socket, so its readiness is
     /// cleared right away, as tokio's own `poll_read` does: the next call then waits for the
     /// reactor instead of making one more `recvmsg` that fails with `EAGAIN` — that was one
     /// wasted system call per SSE event. Clearing is safe: tokio clears only when no new
     /// readiness event arrived since this read's was observed.
-    pub async fn read(io: &TcpStream, buf: &mut [u8]) -> std::io::Result<(usize, Instant)> {
+    pub async fn read(
+        io: &TcpStream,
+        buf: &mut [u8],
+    ) -> std::io::Result<(usize, Instant, Instant)> {
         let len = buf.len();
         loop {
             io.readable().await?;
             let mut got = None;
             let r = io.try_io(Interest::READABLE, || {
-                let (n, at) = recv(io, buf)?;
-                got = Some((n, at));
+                let r = recv(io, buf)?;
+                let n = r.0;
+                got = Some(r);
                 if n > 0 && n < len {
                     // drained: let try_io clear the readiness (the bytes are in `got`)
                     Err(std::io::ErrorKind::WouldBlock.into())
@@ -710,8 +716,8 @@ pub struct ReadDelay {
 }
 
 impl ReadDelay {
-    fn record(&mut self, arrived: Instant) {
-        let d = Instant::now()
+    fn record(&mut self, arrived: Instant, read_at: Instant) {
+        let d = read_at
             .saturating_duration_since(arrived)
             .as_secs_f64();
         self.reads += 1;
@@ -764,7 +770,7 @@ pub async fn start(
     let mut head_at;
     let head = loop {
         let n = match rx_timestamps::read(&conn.io, &mut tmp).await {
-            Ok((n, at)) => {
+            Ok((n, at, _)) => {
                 head_at = at;
                 n
             }
@@ -883,10 +889,10 @@ impl H1Stream {
             self.finished = true;
             return Ok(None);
         }
-        let (n, at) = rx_timestamps::read(&self.conn.io, &mut self.read)
+        let (n, at, read_at) = rx_timestamps::read(&self.conn.io, &mut self.read)
             .await
             .map_err(|e| format!("stream read failed: {e}"))?;
-        self.read_delay.record(at);
+        self.read_delay.record(at, read_at);
         if n == 0 {
             self.finished = true;
             return match self.decoder.framing {

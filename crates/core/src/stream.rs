@@ -478,6 +478,69 @@ fn cancelled_before_stream(sent_at: Instant) -> StreamOutcome {
     }
 }
 
+/// Polls a future only after it asked to be woken (and on the first poll), like
+/// `FuturesUnordered` does for its members.
+///
+/// The stream loop `select!`s over the cancellation token, the deadline timer and the socket read
+/// for every SSE event. Polling a `CancellationToken` future takes two mutexes that every stream
+/// of the cell shares (the token node's and its `Notify`'s waiter list); polling a timer touches
+/// the timer entry. Neither can become ready without waking its waker (the `Future` contract), so
+/// a poll that was not preceded by a wake-up is skipped: one atomic swap instead.
+struct WakeGate<F> {
+    inner: std::pin::Pin<Box<F>>,
+    gate: std::sync::Arc<GateWaker>,
+}
+
+struct GateWaker {
+    woken: AtomicBool,
+    task: futures_util::task::AtomicWaker,
+}
+
+impl futures_util::task::ArcWake for GateWaker {
+    fn wake_by_ref(arc_self: &std::sync::Arc<Self>) {
+        arc_self.woken.store(true, Ordering::Release);
+        arc_self.task.wake();
+    }
+}
+
+impl<F: std::future::Future> WakeGate<F> {
+    fn new(inner: F) -> Self {
+        WakeGate {
+            inner: Box::pin(inner),
+            gate: std::sync::Arc::new(GateWaker {
+                woken: AtomicBool::new(true),
+                task: futures_util::task::AtomicWaker::new(),
+            }),
+        }
+    }
+
+    /// The wrapped future, for changes that need a fresh poll (a timer reset): the next poll
+    /// polls it.
+    fn rearm(&mut self) -> std::pin::Pin<&mut F> {
+        self.gate.woken.store(true, Ordering::Release);
+        self.inner.as_mut()
+    }
+}
+
+impl<F: std::future::Future> std::future::Future for WakeGate<F> {
+    type Output = F::Output;
+
+    fn poll(
+        mut self: std::pin::Pin<&mut Self>,
+        cx: &mut std::task::Context<'_>,
+    ) -> std::task::Poll<F::Output> {
+        let this = &mut *self;
+        this.gate.task.register(cx.waker());
+        if !this.gate.woken.swap(false, Ordering::AcqRel) {
+            return std::task::Poll::Pending;
+        }
+        let waker = futures_util::task::waker_ref(&this.gate);
+        this.inner
+            .as_mut()
+            .poll(&mut std::task::Context::from_waker(&waker))
+    }
+}
+
 async fn cancelled(c: Option<&CancellationToken>) {
     match c {
         Some(c) => c.cancelled().await,
@@ -623,16 +686,15 @@ async fn run_stream_h1(
     let mut buf: Vec<u8> = Vec::with_capacity(16 * 1024);
     let (mut clean_eof, mut was_cancelled, mut transport_error) = (false, false, None);
     // One cancellation future for the whole stream: creating it per read would register and
-    // unregister a waiter (a locked list operation) for every SSE event.
-    let cancel = cancelled(hooks.cancel);
-    tokio::pin!(cancel);
+    // unregister a waiter (a locked list operation) for every SSE event; gated, so that it is
+    // polled only when the token woke it (see `WakeGate`).
+    let mut cancel = WakeGate::new(cancelled(hooks.cancel));
     // One deadline timer, re-armed lazily when it fires (bytes move the idle deadline on).
     let mut last_byte = sent_at;
     let mut idle_armed = false;
-    let sleep = tokio::time::sleep_until(
+    let mut sleep = WakeGate::new(tokio::time::sleep_until(
         deadline_or_far(limits.body_deadline(sent_at, None, sent_at)).into(),
-    );
-    tokio::pin!(sleep);
+    ));
     loop {
         buf.clear();
         let r = tokio::select! {
@@ -645,7 +707,7 @@ async fn run_stream_h1(
                         break;
                     }
                     d => {
-                        sleep.as_mut().reset(deadline_or_far(d).into());
+                        sleep.rearm().reset(deadline_or_far(d).into());
                         continue;
                     }
                 }
@@ -660,7 +722,7 @@ async fn run_stream_h1(
                     // the first token switches to the (usually shorter) idle deadline
                     idle_armed = true;
                     let d = limits.body_deadline(sent_at, acc.first_token_at(), last_byte);
-                    sleep.as_mut().reset(deadline_or_far(d).into());
+                    sleep.rearm().reset(deadline_or_far(d).into());
                 }
             }
             Ok(None) => {
@@ -718,14 +780,12 @@ async fn run_stream_reqwest(
         .map(str::to_owned);
     let mut acc = Accounting::new(hooks, sent_at, max_tokens, content_type.as_deref());
     let (mut clean_eof, mut was_cancelled, mut transport_error) = (false, false, None);
-    let cancel = cancelled(hooks.cancel);
-    tokio::pin!(cancel);
+    let mut cancel = WakeGate::new(cancelled(hooks.cancel));
     let mut last_byte = sent_at;
     let mut idle_armed = false;
-    let sleep = tokio::time::sleep_until(
+    let mut sleep = WakeGate::new(tokio::time::sleep_until(
         deadline_or_far(limits.body_deadline(sent_at, None, sent_at)).into(),
-    );
-    tokio::pin!(sleep);
+    ));
     loop {
         let chunk = tokio::select! {
             biased;
@@ -737,7 +797,7 @@ async fn run_stream_reqwest(
                         break;
                     }
                     d => {
-                        sleep.as_mut().reset(deadline_or_far(d).into());
+                        sleep.rearm().reset(deadline_or_far(d).into());
                         continue;
                     }
                 }
@@ -752,7 +812,7 @@ async fn run_stream_reqwest(
                 if !idle_armed && acc.first_token_at().is_some() {
                     idle_armed = true;
                     let d = limits.body_deadline(sent_at, acc.first_token_at(), last_byte);
-                    sleep.as_mut().reset(deadline_or_far(d).into());
+                    sleep.rearm().reset(deadline_or_far(d).into());
                 }
             }
             Ok(None) => {
