@@ -40,10 +40,20 @@ fn main() -> ExitCode {
             return ExitCode::from(e.exit_code().clamp(0, 255) as u8);
         }
     };
-    let rt = match tokio::runtime::Builder::new_multi_thread()
-        .enable_all()
-        .build()
+    let mut builder = tokio::runtime::Builder::new_multi_thread();
+    // The measuring commands run on one worker thread (the Ctrl-C, blocking-pool and
+    // `block_in_place` behaviour of the multi-thread runtime stays): with one task per stream
+    // and nothing to share, a second worker only adds cross-thread wake-ups, work stealing and
+    // contended cache lines — 20 % more client CPU per SSE event in `scripts/bench-client-cost.sh`
+    // (docs/performance.md §2b). `TOKIO_WORKER_THREADS` overrides it, as for tokio's default.
+    if matches!(
+        cli.command,
+        Command::Run(_) | Command::Task(_) | Command::Selftest(_)
+    ) && std::env::var_os("TOKIO_WORKER_THREADS").is_none()
     {
+        builder.worker_threads(1);
+    }
+    let rt = match builder.enable_all().build() {
         Ok(rt) => rt,
         Err(e) => {
             eprintln!("error: cannot start the async runtime: {e}");

@@ -489,6 +489,8 @@ fn cancelled_before_stream(sent_at: Instant) -> StreamOutcome {
 struct WakeGate<F> {
     inner: std::pin::Pin<Box<F>>,
     gate: std::sync::Arc<GateWaker>,
+    /// The task waker last registered in `gate.task` (skips re-registering the same one).
+    task: Option<std::task::Waker>,
 }
 
 struct GateWaker {
@@ -498,6 +500,7 @@ struct GateWaker {
 
 impl futures_util::task::ArcWake for GateWaker {
     fn wake_by_ref(arc_self: &std::sync::Arc<Self>) {
+        // `woken` first: a poll that sees it false knows `task` still holds its waker.
         arc_self.woken.store(true, Ordering::Release);
         arc_self.task.wake();
     }
@@ -511,6 +514,7 @@ impl<F: std::future::Future> WakeGate<F> {
                 woken: AtomicBool::new(true),
                 task: futures_util::task::AtomicWaker::new(),
             }),
+            task: None,
         }
     }
 
@@ -530,8 +534,18 @@ impl<F: std::future::Future> std::future::Future for WakeGate<F> {
         cx: &mut std::task::Context<'_>,
     ) -> std::task::Poll<F::Output> {
         let this = &mut *self;
-        this.gate.task.register(cx.waker());
-        if !this.gate.woken.swap(false, Ordering::AcqRel) {
+        let woken = this.gate.woken.swap(false, Ordering::AcqRel);
+        let same_task = this.task.as_ref().is_some_and(|w| w.will_wake(cx.waker()));
+        // A wake-up takes the waker out of `gate.task`: register again after one, or when the
+        // task's waker changed. Registering happens before the inner poll, so a wake-up during
+        // or after that poll reaches the task.
+        if woken || !same_task {
+            this.gate.task.register(cx.waker());
+            if !same_task {
+                this.task = Some(cx.waker().clone());
+            }
+        }
+        if !woken {
             return std::task::Poll::Pending;
         }
         let waker = futures_util::task::waker_ref(&this.gate);
