@@ -717,9 +717,7 @@ pub struct ReadDelay {
 
 impl ReadDelay {
     fn record(&mut self, arrived: Instant, read_at: Instant) {
-        let d = read_at
-            .saturating_duration_since(arrived)
-            .as_secs_f64();
+        let d = read_at.saturating_duration_since(arrived).as_secs_f64();
         self.reads += 1;
         self.total_s += d;
         self.max_s = self.max_s.max(d);

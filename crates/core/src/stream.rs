@@ -1129,3 +1129,110 @@ mod tests {
         assert_eq!(out.facts.kind, Some(FailureKind::NotStreaming));
     }
 }
+
+#[cfg(test)]
+mod wake_gate_tests {
+    use super::*;
+    use std::future::Future;
+    use std::sync::atomic::AtomicUsize;
+    use std::sync::Arc;
+    use std::task::{Context, Poll};
+
+    /// Pending until `ready` is set; counts its polls; wakes the last waker on `fire`.
+    struct Probe {
+        polls: Arc<AtomicUsize>,
+        ready: Arc<AtomicBool>,
+        waker: Arc<std::sync::Mutex<Option<std::task::Waker>>>,
+    }
+
+    impl Future for Probe {
+        type Output = ();
+        fn poll(self: std::pin::Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<()> {
+            self.polls.fetch_add(1, Ordering::SeqCst);
+            if self.ready.load(Ordering::SeqCst) {
+                return Poll::Ready(());
+            }
+            *self.waker.lock().unwrap() = Some(cx.waker().clone());
+            Poll::Pending
+        }
+    }
+
+    struct CountWakes(AtomicUsize);
+    impl futures_util::task::ArcWake for CountWakes {
+        fn wake_by_ref(a: &Arc<Self>) {
+            a.0.fetch_add(1, Ordering::SeqCst);
+        }
+    }
+
+    #[test]
+    fn wake_gate_polls_only_after_a_wake_and_forwards_it() {
+        let (polls, ready) = (
+            Arc::new(AtomicUsize::new(0)),
+            Arc::new(AtomicBool::new(false)),
+        );
+        let inner_waker = Arc::new(std::sync::Mutex::new(None));
+        let mut gate = WakeGate::new(Probe {
+            polls: polls.clone(),
+            ready: ready.clone(),
+            waker: inner_waker.clone(),
+        });
+        let task = Arc::new(CountWakes(AtomicUsize::new(0)));
+        let waker = futures_util::task::waker(task.clone());
+        let mut cx = Context::from_waker(&waker);
+        let mut gate = std::pin::Pin::new(&mut gate);
+        // first poll reaches the inner future
+        assert!(gate.as_mut().poll(&mut cx).is_pending());
+        assert_eq!(polls.load(Ordering::SeqCst), 1);
+        // no wake-up: not polled again
+        for _ in 0..5 {
+            assert!(gate.as_mut().poll(&mut cx).is_pending());
+        }
+        assert_eq!(polls.load(Ordering::SeqCst), 1);
+        // the inner future's wake-up reaches the task and lets the next poll through
+        ready.store(true, Ordering::SeqCst);
+        inner_waker.lock().unwrap().take().unwrap().wake();
+        assert_eq!(task.0.load(Ordering::SeqCst), 1);
+        assert!(gate.as_mut().poll(&mut cx).is_ready());
+        assert_eq!(polls.load(Ordering::SeqCst), 2);
+    }
+
+    #[test]
+    fn wake_gate_rearm_forces_a_poll_and_a_new_task_waker_is_registered() {
+        let (polls, ready) = (
+            Arc::new(AtomicUsize::new(0)),
+            Arc::new(AtomicBool::new(false)),
+        );
+        let inner_waker = Arc::new(std::sync::Mutex::new(None));
+        let mut gate = WakeGate::new(Probe {
+            polls: polls.clone(),
+            ready: ready.clone(),
+            waker: inner_waker.clone(),
+        });
+        let (t1, t2) = (
+            Arc::new(CountWakes(AtomicUsize::new(0))),
+            Arc::new(CountWakes(AtomicUsize::new(0))),
+        );
+        let (w1, w2) = (
+            futures_util::task::waker(t1.clone()),
+            futures_util::task::waker(t2.clone()),
+        );
+        assert!(std::pin::Pin::new(&mut gate)
+            .poll(&mut Context::from_waker(&w1))
+            .is_pending());
+        let _ = gate.rearm();
+        assert!(std::pin::Pin::new(&mut gate)
+            .poll(&mut Context::from_waker(&w1))
+            .is_pending());
+        assert_eq!(polls.load(Ordering::SeqCst), 2);
+        // polled from another task (its waker changed), then woken: the new task is woken
+        assert!(std::pin::Pin::new(&mut gate)
+            .poll(&mut Context::from_waker(&w2))
+            .is_pending());
+        assert_eq!(polls.load(Ordering::SeqCst), 2);
+        inner_waker.lock().unwrap().take().unwrap().wake();
+        assert_eq!(
+            (t1.0.load(Ordering::SeqCst), t2.0.load(Ordering::SeqCst)),
+            (0, 1)
+        );
+    }
+}
