@@ -1219,7 +1219,7 @@ mod wake_gate_tests {
         assert!(std::pin::Pin::new(&mut gate)
             .poll(&mut Context::from_waker(&w1))
             .is_pending());
-        let _ = gate.rearm();
+        let _reset_here = gate.rearm();
         assert!(std::pin::Pin::new(&mut gate)
             .poll(&mut Context::from_waker(&w1))
             .is_pending());
