@@ -40,21 +40,21 @@ fn main() -> ExitCode {
             return ExitCode::from(e.exit_code().clamp(0, 255) as u8);
         }
     };
-    // The measuring commands run on a current-thread runtime (blocking work still goes to
-    // tokio's blocking pool; the built-in simulator has its own thread): with one task per
-    // stream and nothing to share, worker threads only add cross-thread wake-ups, work stealing
-    // and contended cache lines — ~20 % more client CPU per SSE event with the default two
-    // workers, ~4 % more with one, in `scripts/bench-client-cost.sh` (docs/performance.md §2b).
-    // Setting `TOKIO_WORKER_THREADS` selects the multi-thread runtime with that many workers.
-    let measuring = matches!(
+    // The measuring commands run on one worker thread (the multi-thread runtime's blocking pool
+    // and `block_in_place` stay): with one task per stream and nothing to share, a second worker
+    // only adds cross-thread wake-ups, work stealing and contended cache lines — ~20 % more
+    // client CPU per SSE event in `scripts/bench-client-cost.sh` (docs/performance.md §2b). A
+    // current-thread runtime was ~4 % cheaper still but held ~30 MiB more resident memory at
+    // C = 1024 (tasks allocating in the main thread's malloc arena). `TOKIO_WORKER_THREADS`
+    // overrides the worker count, as for tokio's default.
+    let mut builder = tokio::runtime::Builder::new_multi_thread();
+    if matches!(
         cli.command,
         Command::Run(_) | Command::Task(_) | Command::Selftest(_)
-    );
-    let mut builder = if measuring && std::env::var_os("TOKIO_WORKER_THREADS").is_none() {
-        tokio::runtime::Builder::new_current_thread()
-    } else {
-        tokio::runtime::Builder::new_multi_thread()
-    };
+    ) && std::env::var_os("TOKIO_WORKER_THREADS").is_none()
+    {
+        builder.worker_threads(1);
+    }
     let rt = match builder.enable_all().build() {
         Ok(rt) => rt,
         Err(e) => {
