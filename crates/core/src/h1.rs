@@ -630,7 +630,7 @@ mod rx_timestamps {
             for _ in 0..200 {
                 server.write_all(b"w").unwrap();
                 std::thread::sleep(Duration::from_millis(5));
-                let (_, at) = read(&client, &mut buf).await.unwrap();
+                let (_, at, _) = read(&client, &mut buf).await.unwrap();
                 if Instant::now().saturating_duration_since(at) >= Duration::from_millis(4) {
                     return (client, server);
                 }
@@ -664,7 +664,7 @@ mod rx_timestamps {
                 let written = Instant::now();
                 std::thread::sleep(Duration::from_millis(50));
                 let mut buf = [0u8; 64];
-                let (n, at) = read(&client, &mut buf).await.unwrap();
+                let (n, at, _) = read(&client, &mut buf).await.unwrap();
                 let read_at = Instant::now();
                 assert_eq!(&buf[..n], b"hello");
                 // arrival between the write call and its return; the slack covers the error of
@@ -683,7 +683,7 @@ mod rx_timestamps {
                 );
                 // end of stream: 0 bytes, not an error
                 drop(server);
-                let (n, _) = read(&client, &mut buf).await.unwrap();
+                let (n, _, _) = read(&client, &mut buf).await.unwrap();
                 assert_eq!(n, 0);
             });
         }
@@ -1092,8 +1092,9 @@ mod tests {
             }
         );
         let mut r = ReadDelay::default();
-        r.record(Instant::now() - Duration::from_millis(20));
-        r.record(Instant::now() - Duration::from_millis(10));
+        let now = Instant::now();
+        r.record(now - Duration::from_millis(20), now);
+        r.record(now - Duration::from_millis(10), now);
         assert_eq!(r.reads, 2);
         assert!(r.max_s >= 0.02 && r.max_s < 1.0, "{r:?}");
         assert!(r.total_s >= 0.03 && r.total_s < 2.0, "{r:?}");
