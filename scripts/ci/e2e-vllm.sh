@@ -3,7 +3,9 @@
 # Runs the ignored tests of crates/cli/tests/e2e_real_engine.rs against it: a chat
 # matrix (C 1,2,4 x context 0,512, 5 s windows, 256 tokens) and a short
 # /v1/completions run, checking the results JSON against the schema, the server's
-# usage and its vllm:generation_tokens_total counter (see the test file). ~90 s.
+# usage and its vllm:generation_tokens_total counter (see the test file), and the open-loop
+# request-rate mode (two Poisson rows, 1 and 2 req/s for 8 s, with SLOs: row accounting, latency
+# from the intended send time, schedule lag, goodput; e2e_real_engine/rate.rs). ~110 s.
 # Then the chat-matrix results are published as a local-ai-registry/v1 speed sweep into a
 # temporary registry (`servebench publish`, drafted candidate recipe, hardware and model
 # stubs), the seed registry record is imported next to it, and `servebench registry validate`

@@ -1729,6 +1729,10 @@ fn spec_decode_against_real_engine() {
     });
 }
 
+/// The open-loop request-rate mode (`e2e_real_engine/rate.rs`).
+#[path = "e2e_real_engine/rate.rs"]
+mod rate;
+
 // ------------------------------------------------------------------------------------------
 // Self-tests of the helpers (run by the normal `cargo test`; no engine needed)
 
