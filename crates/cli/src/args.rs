@@ -578,6 +578,44 @@ impl RunArgs {
     }
 }
 
+/// The flag of a task setting (core's errors name the setting, the CLI its flag).
+pub fn task_flag(s: servebench_core::task::TaskSetting) -> &'static str {
+    use servebench_core::task::TaskSetting as S;
+    match s {
+        S::Concurrency => "--concurrency",
+        S::Runs => "--runs",
+        S::MinResults => "--min-results",
+        S::ProbeWaves => "--probe-waves",
+        S::MinImprovement => "--min-improvement",
+        S::Patience => "--patience",
+        S::CorrectRegex => "--correct-regex",
+    }
+}
+
+/// A task setting error worded with the setting's flag (`--runs must be ≥ 1`).
+pub fn setting_error(e: &servebench_core::task::SettingError) -> anyhow::Error {
+    usage(anyhow::anyhow!("{} {}", task_flag(e.setting), e.problem))
+}
+
+/// What a startup hint asks of the user, with the CLI's flags.
+pub fn hint_words(h: servebench_core::probe::Hint) -> &'static str {
+    use servebench_core::probe::Hint as H;
+    match h {
+        H::ApiKey => "pass --api-key",
+        H::Address => "is it running, and are --url/--host/--port right?",
+        H::UrlPath => "check --url and its path",
+        H::KvBudget => "use --kv-budget",
+    }
+}
+
+/// A failed startup probe in one line, its hint worded with the CLI's flags.
+pub fn probe_error(e: &servebench_core::probe::ProbeError) -> anyhow::Error {
+    match e.hint {
+        Some(h) => anyhow::anyhow!("{}; {}", e.message, hint_words(h)),
+        None => anyhow::anyhow!("{}", e.message),
+    }
+}
+
 /// The flag of a setting a resume compares ([`servebench_core::resume::Setting`]).
 pub fn setting_flag(s: servebench_core::resume::Setting) -> &'static str {
     use servebench_core::resume::Setting as S;

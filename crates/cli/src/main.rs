@@ -206,6 +206,7 @@ fn resume_from(
 fn run_error(e: servebench_core::RunError) -> anyhow::Error {
     match e {
         servebench_core::RunError::Config(c) => args::usage(c),
+        servebench_core::RunError::Probe(p) => args::probe_error(&p),
         servebench_core::RunError::ProbeTimeout {
             what,
             limit,

@@ -289,6 +289,8 @@ pub async fn cmd_task(a: TaskArgs) -> anyhow::Result<ExitCode> {
     drop(sim);
     let results = results.map_err(|e| match e {
         servebench_core::task::TaskError::Config(c) => usage(c),
+        servebench_core::task::TaskError::Setting(s) => crate::args::setting_error(&s),
+        servebench_core::task::TaskError::Probe(p) => crate::args::probe_error(&p),
         e => anyhow::anyhow!(e),
     })?;
     let written = crate::checkpoint::write_results(&results, &output)

@@ -9,9 +9,11 @@
 
 use std::time::Instant;
 
-use servebench_results::{CellResult, RequestSample};
+use servebench_results::RequestSample;
 use servebench_sse::RequestRecord;
 use servebench_stats::Samples;
+
+use crate::measure::Summary;
 
 /// Signed seconds from `origin` to `t`.
 pub fn signed_secs(t: Instant, origin: Instant) -> f64 {
@@ -58,22 +60,33 @@ pub fn sample_of(r: &RequestRecord, window_start: Option<Instant>) -> RequestSam
     }
 }
 
-/// Fills the llama.cpp `timings` fields of `cell` from the requests that carried them, and
-/// warns when a server's reasoning count exceeded its completion total (clamped).
-fn fill_server_request_fields(cell: &mut CellResult, records: &[&RequestRecord]) {
-    let timed: Vec<servebench_sse::Timings> = records.iter().filter_map(|r| r.timings).collect();
-    if !timed.is_empty() {
+/// Averages of the llama.cpp `timings` objects of the requests that carried one.
+#[derive(Clone, Debug, Default, PartialEq)]
+pub struct ServerTimings {
+    /// Requests that carried `timings`.
+    pub requests: u64,
+    /// Mean of `predicted_per_second` (else `predicted_n / predicted_ms`), tok/s.
+    pub predicted_per_second_avg: Option<f64>,
+    /// Mean `prompt_n`, tokens.
+    pub prompt_n_avg: Option<f64>,
+    /// Mean `cache_n`, tokens.
+    pub cache_n_avg: Option<f64>,
+    /// Σ accepted / Σ drafted over the requests reporting both (`None` without drafts).
+    pub draft_acceptance_rate: Option<f64>,
+}
+
+impl ServerTimings {
+    /// The averages over `records`; `None` when no request carried `timings`.
+    fn of(records: &[&RequestRecord]) -> Option<ServerTimings> {
+        let timed: Vec<servebench_sse::Timings> =
+            records.iter().filter_map(|r| r.timings).collect();
+        if timed.is_empty() {
+            return None;
+        }
         let mean = |f: &dyn Fn(&servebench_sse::Timings) -> Option<f64>| {
             let v: Vec<f64> = timed.iter().filter_map(f).collect();
             (!v.is_empty()).then(|| v.iter().sum::<f64>() / v.len() as f64)
         };
-        cell.timings_requests = Some(timed.len() as u64);
-        cell.timings_predicted_per_second_avg = mean(&|t| {
-            t.predicted_per_second
-                .or_else(|| t.predicted_tokens_per_s())
-        });
-        cell.timings_prompt_n_avg = mean(&|t| t.prompt_n.map(|n| n as f64));
-        cell.timings_cache_n_avg = mean(&|t| t.cache_n.map(|n| n as f64));
         let (mut drafted, mut accepted) = (0u64, 0u64);
         for t in &timed {
             if let (Some(n), Some(a)) = (t.draft_n, t.draft_n_accepted) {
@@ -81,151 +94,126 @@ fn fill_server_request_fields(cell: &mut CellResult, records: &[&RequestRecord])
                 accepted += a.min(n);
             }
         }
-        cell.timings_draft_acceptance_rate =
-            (drafted > 0).then(|| accepted as f64 / drafted as f64);
-    }
-    let clamped = records
-        .iter()
-        .filter(|r| r.reasoning_tokens_clamped)
-        .count();
-    if clamped > 0 {
-        cell.warnings.push(format!(
-            "the server reported more reasoning tokens than completion tokens in {clamped} request(s):              reasoning_tokens clamped to the completion total"
-        ));
-    }
-}
-
-/// Writes avg/p50/p90/p99 of `s` through `set` (all `None` when empty).
-fn put(s: &Samples, mut set: impl FnMut(Option<f64>, Option<f64>, Option<f64>, Option<f64>)) {
-    match s.summary() {
-        Some(x) => set(Some(x.avg), Some(x.p50), Some(x.p90), Some(x.p99)),
-        None => set(None, None, None, None),
+        Some(ServerTimings {
+            requests: timed.len() as u64,
+            predicted_per_second_avg: mean(&|t| {
+                t.predicted_per_second
+                    .or_else(|| t.predicted_tokens_per_s())
+            }),
+            prompt_n_avg: mean(&|t| t.prompt_n.map(|n| n as f64)),
+            cache_n_avg: mean(&|t| t.cache_n.map(|n| n as f64)),
+            draft_acceptance_rate: (drafted > 0).then(|| accepted as f64 / drafted as f64),
+        })
     }
 }
 
-/// Fills the request statistics of `cell` from `records` (already restricted to the requests
-/// that belong to the cell's statistics) and stores their samples.
-pub fn fill_request_stats(
-    cell: &mut CellResult,
-    records: &[&RequestRecord],
-    window_start: Option<Instant>,
-) {
-    let generated: Vec<&RequestRecord> = records
-        .iter()
-        .copied()
-        .filter(|r| r.output_tokens > 0)
-        .collect();
-    let completed: Vec<&RequestRecord> =
-        generated.iter().copied().filter(|r| r.completed).collect();
+/// The request statistics of one cell: a [`Summary`] per metric over the requests that feed it
+/// (module docs), counts, llama.cpp timings and every generated request's sample. A pure
+/// function of the records ([`RequestStats::of`]); [`crate::measure`] maps it to the seed's
+/// flat `*_avg` / `*_pNN` fields.
+#[derive(Clone, Debug, Default, PartialEq)]
+pub struct RequestStats {
+    /// Time to first token, s (generated requests).
+    pub ttft: Option<Summary>,
+    /// Time to second token, s (generated).
+    pub ttst: Option<Summary>,
+    /// Per-request mean inter-token latency per token, s (generated).
+    pub itl: Option<Summary>,
+    /// Per-request mean gap between token-carrying SSE events, s (generated).
+    pub chunk_itl: Option<Summary>,
+    /// Time to first content token, s (generated).
+    pub ttfc: Option<Summary>,
+    /// Reasoning tokens per request, clamped to the completion total (generated).
+    pub reasoning_tokens: Option<Summary>,
+    /// Decode output tok/s per request (generated).
+    pub output_tps: Option<Summary>,
+    /// Request latency, s (completed requests).
+    pub latency: Option<Summary>,
+    /// End-to-end output tok/s per request (completed).
+    pub e2e_output_tps: Option<Summary>,
+    /// Prompt tokens per request (completed, or generated when none completed).
+    pub input_len: Option<Summary>,
+    /// Output tokens per request (completed, or generated when none completed).
+    pub output_len: Option<Summary>,
+    /// Requests that produced at least one output token.
+    pub generated: u64,
+    /// Of those, requests the server finished.
+    pub completed: u64,
+    /// Completed requests whose `finish_reason` was not `length`.
+    pub early_stops: u64,
+    /// llama.cpp `timings` averages, when a request carried them.
+    pub timings: Option<ServerTimings>,
+    /// Requests whose reasoning count exceeded their completion total (clamped).
+    pub reasoning_clamped: u64,
+    /// The exported sample of every generated request, in record order.
+    pub samples: Vec<RequestSample>,
+}
 
-    let col = |rs: &[&RequestRecord], f: &dyn Fn(&RequestRecord) -> Option<f64>| -> Samples {
-        let mut s = Samples::new();
-        for r in rs {
-            s.push_opt(f(r));
-        }
-        s
-    };
-    let ttft = col(&generated, &|r| r.ttft_s());
-    let ttst = col(&generated, &|r| r.ttst_s());
-    let itl = col(&generated, &|r| r.itl_s());
-    let citl = col(&generated, &|r| r.chunk_itl_s());
-    let ttfc = col(&generated, &|r| r.ttfc_s());
-    let reasoning = col(&generated, &|r| {
-        r.reasoning_tokens.map(|t| t.min(r.output_tokens) as f64)
-    });
-    let tps = col(&generated, &|r| r.output_tps_per_user());
-    let lat = col(&completed, &|r| r.latency_s());
-    let e2e = col(&completed, &|r| r.e2e_output_tps_per_user());
-    let len_src: &[&RequestRecord] = if completed.is_empty() {
-        &generated
-    } else {
-        &completed
-    };
-    let isl = col(len_src, &|r| r.prompt_tokens.map(|v| v as f64));
-    let osl = col(len_src, &|r| Some(r.output_tokens as f64));
-
-    put(&ttft, |a, b, c, d| {
-        (cell.ttft_avg, cell.ttft_p50, cell.ttft_p90, cell.ttft_p99) = (a, b, c, d)
-    });
-    put(&ttst, |a, b, c, d| {
-        (
-            cell.time_to_second_token_avg,
-            cell.time_to_second_token_p50,
-            cell.time_to_second_token_p90,
-            cell.time_to_second_token_p99,
-        ) = (a, b, c, d)
-    });
-    put(&lat, |a, b, c, d| {
-        (
-            cell.request_latency_avg,
-            cell.request_latency_p50,
-            cell.request_latency_p90,
-            cell.request_latency_p99,
-        ) = (a, b, c, d)
-    });
-    put(&itl, |a, b, c, d| {
-        (
-            cell.inter_token_latency_avg,
-            cell.inter_token_latency_p50,
-            cell.inter_token_latency_p90,
-            cell.inter_token_latency_p99,
-        ) = (a, b, c, d)
-    });
-    put(&tps, |a, b, c, d| {
-        (
-            cell.output_tps_per_user_avg,
-            cell.output_tps_per_user_p50,
-            cell.output_tps_per_user_p90,
-            cell.output_tps_per_user_p99,
-        ) = (a, b, c, d)
-    });
-    put(&e2e, |a, b, c, d| {
-        (
-            cell.e2e_output_tps_per_user_avg,
-            cell.e2e_output_tps_per_user_p50,
-            cell.e2e_output_tps_per_user_p90,
-            cell.e2e_output_tps_per_user_p99,
-        ) = (a, b, c, d)
-    });
-    put(&citl, |a, b, c, d| {
-        (
-            cell.chunk_inter_token_latency_avg,
-            cell.chunk_inter_token_latency_p50,
-            cell.chunk_inter_token_latency_p90,
-            cell.chunk_inter_token_latency_p99,
-        ) = (a, b, c, d)
-    });
-    cell.input_seq_len_avg = isl.summary().map(|s| s.avg);
-    put(&osl, |a, b, c, d| {
-        (
-            cell.output_seq_len_avg,
-            cell.output_seq_len_p50,
-            cell.output_seq_len_p90,
-            cell.output_seq_len_p99,
-        ) = (a, b, c, d)
-    });
-    put(&ttfc, |a, b, c, d| {
-        (
-            cell.time_to_first_content_avg,
-            cell.time_to_first_content_p50,
-            cell.time_to_first_content_p90,
-            cell.time_to_first_content_p99,
-        ) = (a, b, c, d)
-    });
-    cell.reasoning_tokens_avg = reasoning.summary().map(|s| s.avg);
-    cell.early_stop_requests = Some(
-        completed
+impl RequestStats {
+    /// The statistics of `records` (already restricted to the requests that belong to the
+    /// cell's statistics). `window_start`: origin of the samples' `sent_at_window_s`.
+    pub fn of(records: &[&RequestRecord], window_start: Option<Instant>) -> RequestStats {
+        let generated: Vec<&RequestRecord> = records
             .iter()
-            .filter(|r| r.finish_reason.as_deref().is_some_and(|f| f != "length"))
-            .count() as u64,
-    );
-    fill_server_request_fields(cell, &generated);
-    cell.request_count = generated.len() as u64;
-    cell.completed_request_count = completed.len() as u64;
-    cell.request_samples = generated
-        .iter()
-        .map(|r| sample_of(r, window_start))
-        .collect();
+            .copied()
+            .filter(|r| r.output_tokens > 0)
+            .collect();
+        let completed: Vec<&RequestRecord> =
+            generated.iter().copied().filter(|r| r.completed).collect();
+        let col = |rs: &[&RequestRecord], f: &dyn Fn(&RequestRecord) -> Option<f64>| {
+            let mut s = Samples::new();
+            for r in rs {
+                s.push_opt(f(r));
+            }
+            Summary::of(&s)
+        };
+        let len_src: &[&RequestRecord] = if completed.is_empty() {
+            &generated
+        } else {
+            &completed
+        };
+        RequestStats {
+            ttft: col(&generated, &|r| r.ttft_s()),
+            ttst: col(&generated, &|r| r.ttst_s()),
+            itl: col(&generated, &|r| r.itl_s()),
+            chunk_itl: col(&generated, &|r| r.chunk_itl_s()),
+            ttfc: col(&generated, &|r| r.ttfc_s()),
+            reasoning_tokens: col(&generated, &|r| {
+                r.reasoning_tokens.map(|t| t.min(r.output_tokens) as f64)
+            }),
+            output_tps: col(&generated, &|r| r.output_tps_per_user()),
+            latency: col(&completed, &|r| r.latency_s()),
+            e2e_output_tps: col(&completed, &|r| r.e2e_output_tps_per_user()),
+            input_len: col(len_src, &|r| r.prompt_tokens.map(|v| v as f64)),
+            output_len: col(len_src, &|r| Some(r.output_tokens as f64)),
+            generated: generated.len() as u64,
+            completed: completed.len() as u64,
+            early_stops: completed
+                .iter()
+                .filter(|r| r.finish_reason.as_deref().is_some_and(|f| f != "length"))
+                .count() as u64,
+            timings: ServerTimings::of(&generated),
+            reasoning_clamped: generated
+                .iter()
+                .filter(|r| r.reasoning_tokens_clamped)
+                .count() as u64,
+            samples: generated
+                .iter()
+                .map(|r| sample_of(r, window_start))
+                .collect(),
+        }
+    }
+
+    /// The cell warnings the requests themselves call for (a clamped reasoning count).
+    pub fn warnings(&self) -> Vec<String> {
+        let n = self.reasoning_clamped;
+        if n == 0 {
+            return Vec::new();
+        }
+        vec![format!(
+            "the server reported more reasoning tokens than completion tokens in {n} request(s):              reasoning_tokens clamped to the completion total"
+        )]
+    }
 }
 
 #[cfg(test)]
@@ -235,6 +223,7 @@ mod tests {
 
     use std::time::Duration;
 
+    use servebench_results::CellResult;
     use servebench_sse::{decode, RequestTracker};
 
     use super::*;
@@ -254,6 +243,13 @@ mod tests {
         }
         let end = ms(base, events.last().map_or(sent, |e| e.0) + 1);
         t.finish(end, !cancelled, cancelled)
+    }
+
+    /// The request fields of a cell whose statistics are `records`.
+    fn cell_of(records: &[&RequestRecord], window_start: Option<Instant>) -> CellResult {
+        let mut cell = CellResult::default();
+        crate::measure::write_request_stats(&mut cell, &RequestStats::of(records, window_start));
+        cell
     }
 
     fn approx(a: Option<f64>, b: f64) {
@@ -313,8 +309,7 @@ mod tests {
         let r4 = rec(base, 30, &[(40, "[DONE]")], false);
         assert!(r1.completed && r2.completed && !r3.completed && r4.failed());
 
-        let mut cell = CellResult::default();
-        fill_request_stats(&mut cell, &[&r1, &r2, &r3, &r4], Some(ms(base, 5)));
+        let cell = cell_of(&[&r1, &r2, &r3, &r4], Some(ms(base, 5)));
         assert_eq!(cell.request_count, 3);
         assert_eq!(cell.completed_request_count, 2);
         // TTFT over generated requests: 0.1, 0.05, 0.2 s.
@@ -380,8 +375,7 @@ mod tests {
             ],
             false,
         );
-        let mut cell = CellResult::default();
-        fill_request_stats(&mut cell, &[&r], None);
+        let cell = cell_of(&[&r], None);
         assert_eq!(cell.timings_requests, Some(1));
         assert_eq!(
             cell.early_stop_requests,
@@ -400,8 +394,7 @@ mod tests {
         assert_eq!(cell.request_samples[0].sent_at_window_s, None);
         // No timings at all: the fields stay unset.
         let plain = rec(base, 0, &[(10, TOK), (10, "[DONE]")], false);
-        let mut cell = CellResult::default();
-        fill_request_stats(&mut cell, &[&plain], None);
+        let cell = cell_of(&[&plain], None);
         assert_eq!(cell.timings_requests, None);
         assert!(cell.warnings.is_empty());
     }

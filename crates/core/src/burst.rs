@@ -20,19 +20,17 @@ use servebench_results::{AggregateSource, BenchmarkMode, CellResult, CellStatus,
 use servebench_sse::RequestRecord;
 use tokio_util::sync::CancellationToken;
 
-use crate::aggregate::fill_request_stats;
+use crate::aggregate::RequestStats;
 use crate::events::{CellProgress, EventSink, Phase, RunEvent};
 use crate::failure::FirstFailure;
 use crate::load::scout::{scout_failure_reason, Scout, INTERRUPTED_REASON};
 use crate::load::{same_body, BodyFn, Load, LoadPattern, LoadSpec, RequestOutcome};
+use crate::measure::{CellMeasurement, RequestCounts, ServerEvidence, Verdict, WindowTotals};
 use crate::plan::CellSpec;
-use crate::plausibility::{apply_findings, check_requests, RequestFacts};
+use crate::plausibility::{check_requests, RequestFacts};
 use crate::stream::StreamFacts;
 use crate::target::HttpClient;
-use crate::telemetry::{
-    apply_window, scrape_times, ClientWindow, Occupancy, Sampler, ServerSample, Telemetry,
-    TimedScrape, WindowEvidence,
-};
+use crate::telemetry::{ClientWindow, Occupancy, Sampler, ServerSample, Telemetry, TimedScrape};
 
 /// Scrape period while a burst runs.
 const SAMPLE_EVERY: Duration = Duration::from_millis(500);
@@ -106,27 +104,27 @@ fn split(outcomes: Vec<RequestOutcome>) -> (Vec<RequestRecord>, Vec<StreamFacts>
         .unzip()
 }
 
-fn count_429(facts: &[StreamFacts], result: &mut CellResult) {
+/// Adds the 429 rejections and retries of `facts` to `counts`.
+fn count_429(facts: &[StreamFacts], counts: &mut RequestCounts) {
     let rej: u64 = facts.iter().map(|f| u64::from(f.rejected)).sum();
     let ret: u64 = facts.iter().map(|f| u64::from(f.retries)).sum();
-    *result.rejected_requests.get_or_insert(0) += rej;
-    *result.retried_requests.get_or_insert(0) += ret;
+    *counts.rejected.get_or_insert(0) += rej;
+    *counts.retried.get_or_insert(0) += ret;
 }
 
 /// A cell that ended before its measurement finished (error, invalid warmup, Ctrl-C).
-fn ended(result: CellResult, scout: Option<RequestRecord>, interrupted: bool) -> BurstOutcome {
+fn ended(m: &CellMeasurement, scout: Option<RequestRecord>, interrupted: bool) -> BurstOutcome {
     BurstOutcome {
-        result,
+        result: m.to_result(),
         scout,
         interrupted,
         records: Vec::new(),
     }
 }
 
-fn interrupted(mut result: CellResult, scout: Option<RequestRecord>) -> BurstOutcome {
-    result.status = CellStatus::SkippedUser;
-    result.status_reason = INTERRUPTED_REASON.into();
-    ended(result, scout, true)
+fn interrupted(mut m: CellMeasurement, scout: Option<RequestRecord>) -> BurstOutcome {
+    m.verdict = Verdict::new(CellStatus::SkippedUser, INTERRUPTED_REASON.into(), None);
+    ended(&m, scout, true)
 }
 
 /// What the measured batch gave.
@@ -156,15 +154,8 @@ pub async fn run_burst_cell(
         servebench_results::format_context(job.spec.context)
     );
     let t_cell = Instant::now();
-    let mut result = CellResult {
-        concurrency: c,
-        context_tokens: job.spec.context,
-        benchmark_mode: job.mode,
-        request_count_target: job.request_count,
-        warmup_request_count: job.warmup_count,
-        aggregate_source: AggregateSource::None,
-        ..Default::default()
-    };
+    let mut m = CellMeasurement::new(job.spec, job.mode, Verdict::ok());
+    m.batch = Some((job.request_count, job.warmup_count));
     events.emit(RunEvent::CellStarted {
         index: job.index,
         total: job.total,
@@ -180,19 +171,20 @@ pub async fn run_burst_cell(
     let mut scout = None;
     if let Some(body) = job.scout_body.clone() {
         match crate::load::scout::scout(client, path, body, run_cancel).await {
-            Scout::Interrupted => return interrupted(result, None),
+            Scout::Interrupted => return interrupted(m, None),
             Scout::Failed(out) => {
-                count_429(std::slice::from_ref(&out.facts), &mut result);
-                result.status = CellStatus::Error;
-                result.status_reason =
-                    scout_failure_reason(out.record.error.as_deref().unwrap_or_default());
-                result.error_kind = out.facts.kind;
-                events.log(format!("cell error {label}: {}", result.status_reason));
-                return ended(result, Some(out.record), false);
+                count_429(std::slice::from_ref(&out.facts), &mut m.counts);
+                m.verdict = Verdict::new(
+                    CellStatus::Error,
+                    scout_failure_reason(out.record.error.as_deref().unwrap_or_default()),
+                    out.facts.kind,
+                );
+                events.log(format!("cell error {label}: {}", m.verdict.reason));
+                return ended(&m, Some(out.record), false);
             }
             Scout::Done(out) => {
-                count_429(std::slice::from_ref(&out.facts), &mut result);
-                result.prompt_tokens = out.record.prompt_tokens;
+                count_429(std::slice::from_ref(&out.facts), &mut m.counts);
+                m.prompt_tokens = out.record.prompt_tokens;
                 scout = Some(out.record);
             }
         }
@@ -203,24 +195,27 @@ pub async fn run_burst_cell(
         let spec = batch_spec(path, &job.body, cold, job.warmup_count, c);
         let report = Load::run(client, spec, run_cancel).await;
         if run_cancel.is_cancelled() {
-            return interrupted(result, scout);
+            return interrupted(m, scout);
         }
-        count_429(&split(report.outcomes).1, &mut result);
+        count_429(&split(report.outcomes).1, &mut m.counts);
         if let Some((err, kind)) = report.first_failure {
-            result.status = CellStatus::Invalid;
-            result.status_reason = format!("a warmup request failed: {err}");
-            result.error_kind = kind;
-            events.log(format!("cell invalid {label}: {}", result.status_reason));
-            return ended(result, scout, false);
+            m.verdict = Verdict::new(
+                CellStatus::Invalid,
+                format!("a warmup request failed: {err}"),
+                kind,
+            );
+            events.log(format!("cell invalid {label}: {}", m.verdict.reason));
+            return ended(&m, scout, false);
         }
     }
 
-    let m = measure(client, path, &job, events, telemetry, run_cancel, t_cell).await;
+    let batch = measure(client, path, &job, events, telemetry, run_cancel, t_cell).await;
     if run_cancel.is_cancelled() {
-        return interrupted(result, scout);
+        return interrupted(m, scout);
     }
-    result.wall_time = Some(t_cell.elapsed().as_secs_f64());
-    let records = finish(&mut result, &job, m, telemetry);
+    m.wall_s = Some(t_cell.elapsed().as_secs_f64());
+    let records = finish(&mut m, &job, batch, telemetry);
+    let result = m.to_result();
     match (result.status, result.aggregate_tps) {
         (CellStatus::Ok, Some(tps)) => events.log(format!(
             "cell done {label} {tps:.1} tok/s ({}/{} completed)",
@@ -312,11 +307,12 @@ async fn measure(
     }
 }
 
-/// Fills the result from the measured batch; returns its records.
+/// The measured batch's part of the measurement: counts, request statistics, totals, server
+/// evidence, plausibility and the headline; returns its records.
 fn finish(
-    result: &mut CellResult,
+    m: &mut CellMeasurement,
     job: &BurstJob,
-    m: Measured,
+    batch: Measured,
     telemetry: Option<&Telemetry>,
 ) -> Vec<RequestRecord> {
     let c = job.spec.concurrency;
@@ -328,25 +324,35 @@ fn finish(
         end,
         edges: (edge_start, edge_end),
         samples,
-    } = m;
+    } = batch;
     let wall = end.duration_since(start).as_secs_f64();
     let refs: Vec<&RequestRecord> = records.iter().collect();
-    fill_request_stats(result, &refs, None);
-    result.num_completed = records.iter().filter(|r| r.completed).count() as u64;
-    result.num_errors = records
+    m.requests = Some(RequestStats::of(&refs, None));
+    m.counts.completed = records.iter().filter(|r| r.completed).count() as u64;
+    m.counts.errors = records
         .iter()
         .filter(|r| r.error.is_some() && !r.cancelled)
         .count() as u64;
-    result.ready_reason = format!(
+    m.ready.reason = format!(
         "request_count={}, warmup_request_count={}",
         job.request_count, job.warmup_count
     );
-    result.measurement_seconds = Some(wall);
-    count_429(&facts, result);
+    let mut totals = WindowTotals {
+        seconds: wall,
+        wall_seconds: None,
+        tokens: None,
+        token_events: None,
+        continuous: None,
+        aggregate_source: None,
+    };
+    count_429(&facts, &mut m.counts);
     if let Some((err, kind)) = failure {
-        result.status = CellStatus::Invalid;
-        result.status_reason = format!("a request failed: {err}");
-        result.error_kind = kind;
+        m.verdict = Verdict::new(
+            CellStatus::Invalid,
+            format!("a request failed: {err}"),
+            kind,
+        );
+        m.window = Some(totals);
         return records;
     }
     let tokens: u64 = records
@@ -354,30 +360,26 @@ fn finish(
         .filter(|r| r.completed)
         .map(|r| r.output_tokens)
         .sum();
-    result.client_output_tokens = Some(tokens);
-    result.total_tokens = Some(tokens);
-    result.client_token_events = Some(records.iter().map(|r| r.token_events).sum());
-    if let Some(t) = telemetry {
+    totals.tokens = Some(tokens);
+    totals.token_events = Some(records.iter().map(|r| r.token_events).sum());
+    m.server = telemetry.map(|t| {
         let mut s: Vec<ServerSample> = edge_start.iter().map(|e| t.sample_of(e)).collect();
         s.extend(samples.into_iter().filter(|x| x.at >= start && x.at <= end));
         s.extend(edge_end.iter().map(|e| t.sample_of(e)));
-        let evidence = WindowEvidence {
+        ServerEvidence {
             engine: t.engine(),
-            start: edge_start.as_ref(),
-            end: edge_end.as_ref(),
-            samples: &s,
-        };
-        let client = ClientWindow {
-            concurrency: c,
-            tokens,
-            seconds: wall,
-            occupancy: Occupancy::Drains,
-        };
-        apply_window(result, &evidence, client);
-        if let (Some(a), Some(b)) = (&edge_start, &edge_end) {
-            result.server_scrapes = Some(scrape_times(start, a, b));
+            start: edge_start,
+            end: edge_end,
+            samples: s,
+            origin: start,
+            client: ClientWindow {
+                concurrency: c,
+                tokens,
+                seconds: wall,
+                occupancy: Occupancy::Drains,
+            },
         }
-    }
+    });
     let max_tokens = crate::timeouts::body_max_tokens(&job.body).unwrap_or(0);
     let checks: Vec<RequestFacts> = records
         .iter()
@@ -387,17 +389,17 @@ fn finish(
             usage_jump: f.usage_jump,
         })
         .collect();
-    let findings = check_requests(&checks, max_tokens);
+    m.findings = check_requests(&checks, max_tokens);
     if tokens == 0 || wall <= 0.0 {
-        result.status = CellStatus::Invalid;
-        result.status_reason = "no completed request produced output tokens".into();
-        result.error_kind = Some(FailureKind::NoOutput);
+        m.verdict = Verdict::new(
+            CellStatus::Invalid,
+            "no completed request produced output tokens".into(),
+            Some(FailureKind::NoOutput),
+        );
     } else {
-        let tps = tokens as f64 / wall;
-        result.aggregate_source = AggregateSource::OpenaiCompletedUsage;
-        result.aggregate_tps = Some(tps);
-        result.per_request_avg_tps = Some(tps / c as f64);
+        totals.aggregate_source = Some(AggregateSource::OpenaiCompletedUsage);
+        m.aggregate_tps = Some(tokens as f64 / wall);
     }
-    apply_findings(result, findings);
+    m.window = Some(totals);
     records
 }

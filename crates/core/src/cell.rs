@@ -24,9 +24,10 @@
 //!
 //! Shape: the streams are a [`LoadPattern::ClosedLoop`] on the load driver; readiness is the
 //! pure [`Readiness`] machine fed once per monitor tick; the window is a
-//! [`Window`] and its totals a [`WindowTally`]. What the cell measured is gathered in a
-//! [`SustainedMeasurement`] and becomes the seed-compatible [`CellResult`] in one function,
-//! [`SustainedMeasurement::into_result`].
+//! [`Window`] and its totals a [`WindowTally`]. What the cell collected is a [`SustainedRun`];
+//! [`SustainedRun::measure`] makes it a [`CellMeasurement`] (statistics, findings, warnings),
+//! which becomes the seed-compatible [`CellResult`] in the one mapping,
+//! [`CellMeasurement::to_result`].
 
 use std::sync::atomic::Ordering;
 use std::sync::Arc;
@@ -37,24 +38,24 @@ use servebench_results::{BenchmarkMode, CellResult, CellStatus, FailureKind};
 use servebench_sse::RequestRecord;
 use tokio_util::sync::CancellationToken;
 
-use crate::aggregate::fill_request_stats;
+use crate::aggregate::RequestStats;
 use crate::events::{CellProgress, EventSink, LiveFeed, Phase, RunEvent};
 use crate::failure::FirstFailure;
 use crate::load::readiness::{Decision, Observation, Readiness, ReadinessRules};
 use crate::load::scout::{scout, scout_failure_reason, Scout, INTERRUPTED_REASON};
 use crate::load::window::{Window, WindowStep, WindowTally};
 use crate::load::{same_body, BodyFn, Load, LoadPattern, LoadSpec};
+use crate::measure::{
+    CellMeasurement, ClientLoad, ReadyFields, RequestCounts, ServerEvidence, Verdict, WindowTotals,
+};
 use crate::plan::CellSpec;
 use crate::plausibility::{
-    analyze_stalls, apply_findings, check_requests, stall_findings, RequestFacts, StallInput,
+    analyze_stalls, check_requests, stall_finding, RequestFacts, StallInput,
 };
 use crate::procstat::process_cpu_seconds;
 use crate::stream::{StreamOutcome, WindowClock};
 use crate::target::HttpClient;
-use crate::telemetry::{
-    apply_window, scrape_times, ClientWindow, Occupancy, Sampler, ServerSample, Telemetry,
-    TimedScrape, WindowEvidence,
-};
+use crate::telemetry::{ClientWindow, Occupancy, Sampler, ServerSample, Telemetry, TimedScrape};
 /// Margin between the readiness decision and the window start (see [`WindowClock::open_after`]).
 const WINDOW_MARGIN: Duration = Duration::from_millis(20);
 /// Monitor tick.
@@ -161,9 +162,9 @@ pub struct ServerWindow {
     pub samples: Vec<ServerSample>,
 }
 
-/// What one sustained cell measured: the domain view the pool, readiness and window produce.
-/// [`SustainedMeasurement::into_result`] is the one place it becomes the seed's [`CellResult`].
-pub struct SustainedMeasurement {
+/// What one sustained cell collected: the pool's requests, readiness, the window and the
+/// server's scrapes. [`SustainedRun::measure`] turns it into the cell's [`CellMeasurement`].
+pub struct SustainedRun {
     /// Coordinates.
     pub spec: CellSpec,
     /// Prompt tokens of the scout (None without one).
@@ -320,7 +321,10 @@ pub async fn run_sustained_cell(
         mon.feed.phase(events, Phase::Scout, None);
         mon.progress(Phase::Scout, 0, None, None);
         match scout(client, settings.path, body, run_cancel).await {
-            Scout::Interrupted => return interrupted(base_result(&job.spec), t_cell, None),
+            Scout::Interrupted => {
+                let m = CellMeasurement::new(job.spec, BenchmarkMode::Duration, Verdict::ok());
+                return interrupted(m, t_cell, None);
+            }
             Scout::Failed(out) => return scout_failed(&job.spec, out, t_cell, events),
             Scout::Done(out) => scout_record = Some(out.record),
         }
@@ -389,7 +393,7 @@ pub async fn run_sustained_cell(
     let report = load.finish().await;
     let mut outcomes = mon.outcomes;
     outcomes.extend(report.outcomes.into_iter().map(|o| o.stream));
-    let m = SustainedMeasurement {
+    let run = SustainedRun {
         spec: job.spec,
         scout_prompt_tokens: scout_record.as_ref().and_then(|r| r.prompt_tokens),
         ready,
@@ -409,9 +413,10 @@ pub async fn run_sustained_cell(
         wall_s: t_cell.elapsed().as_secs_f64(),
     };
     if run_cancel.is_cancelled() {
-        return interrupted(m.readiness_result(), t_cell, scout_record);
+        return interrupted(run.readiness(), t_cell, scout_record);
     }
-    let (result, records) = m.into_result(settings);
+    let (m, records) = run.measure(settings);
+    let result = m.to_result();
     match (result.status, result.aggregate_tps) {
         (CellStatus::Ok, Some(tps)) => events.log(format!("cell done {label} {tps:.1} tok/s")),
         _ => events.log(format!("cell invalid {label}: {}", result.status_reason)),
@@ -433,15 +438,6 @@ fn cell_label(spec: &CellSpec) -> String {
     )
 }
 
-fn base_result(spec: &CellSpec) -> CellResult {
-    CellResult {
-        concurrency: spec.concurrency,
-        context_tokens: spec.context,
-        benchmark_mode: BenchmarkMode::Duration,
-        ..Default::default()
-    }
-}
-
 /// The cell of a failed scout: `error`, with the scout's failure and 429 counts.
 fn scout_failed(
     spec: &CellSpec,
@@ -449,21 +445,26 @@ fn scout_failed(
     t_cell: Instant,
     events: &EventSink,
 ) -> CellOutcome {
-    let mut result = base_result(spec);
-    result.status = CellStatus::Error;
-    result.status_reason = scout_failure_reason(out.record.error.as_deref().unwrap_or_default());
-    result.error_kind = out.facts.kind;
-    result.rejected_requests = Some(u64::from(out.facts.rejected));
-    result.retried_requests = Some(u64::from(out.facts.retries));
-    result.num_errors = 1;
-    result.wall_time = Some(t_cell.elapsed().as_secs_f64());
+    let reason = scout_failure_reason(out.record.error.as_deref().unwrap_or_default());
+    let mut m = CellMeasurement::new(
+        *spec,
+        BenchmarkMode::Duration,
+        Verdict::new(CellStatus::Error, reason, out.facts.kind),
+    );
+    m.counts = RequestCounts {
+        completed: 0,
+        errors: 1,
+        rejected: Some(u64::from(out.facts.rejected)),
+        retried: Some(u64::from(out.facts.retries)),
+    };
+    m.wall_s = Some(t_cell.elapsed().as_secs_f64());
     events.log(format!(
         "cell error {}: {}",
         cell_label(spec),
-        result.status_reason
+        m.verdict.reason
     ));
     CellOutcome {
-        result,
+        result: m.to_result(),
         scout: Some(out.record),
         interrupted: false,
         window: None,
@@ -596,58 +597,63 @@ async fn measure_window(
     run
 }
 
-impl SustainedMeasurement {
-    /// The fields known before the window: coordinates, the scout's prompt tokens, readiness
-    /// (also what an interrupted cell reports).
-    fn readiness_result(&self) -> CellResult {
-        let mut result = base_result(&self.spec);
-        result.prompt_tokens = self.scout_prompt_tokens;
+impl SustainedRun {
+    /// The measurement known before the window: coordinates, the scout's prompt tokens,
+    /// readiness (also what an interrupted cell reports).
+    fn readiness(&self) -> CellMeasurement {
+        let mut m = CellMeasurement::new(self.spec, BenchmarkMode::Duration, Verdict::ok());
+        m.prompt_tokens = self.scout_prompt_tokens;
         if let Some(r) = &self.ready {
-            result.warnings.extend(r.warning.clone());
-            result.ready_reason = r.ready_reason.clone();
-            if let Some((reason, _)) = &r.timed_out {
-                result.warmup_timed_out = true;
-                result.timeout_reason = reason.clone();
-            }
-            if self.window.is_some() {
-                result.warmup_duration = Some(r.warmup_s);
-            }
+            m.ready = ReadyFields {
+                reason: r.ready_reason.clone(),
+                timed_out: r.timed_out.as_ref().map(|(reason, _)| reason.clone()),
+                warmup_s: self.window.is_some().then_some(r.warmup_s),
+                warning: r.warning.clone(),
+            };
         }
-        result
+        m
     }
 
-    /// The seed-compatible result of the cell and every request's record (completion order).
-    /// The one mapping from the measurement to [`CellResult`].
-    pub fn into_result(self, settings: &CellSettings) -> (CellResult, Vec<RequestRecord>) {
-        let mut result = self.readiness_result();
-        result.wall_time = Some(self.wall_s);
+    /// What the cell measured and every request's record (completion order): counts, the
+    /// window's totals and request statistics, server evidence, warnings, plausibility and the
+    /// headline. [`CellMeasurement::to_result`] makes it the seed's [`CellResult`].
+    pub fn measure(self, settings: &CellSettings) -> (CellMeasurement, Vec<RequestRecord>) {
+        let mut m = self.readiness();
+        m.wall_s = Some(self.wall_s);
         let outs = &self.outcomes;
-        result.num_completed = outs.iter().filter(|o| o.record.completed).count() as u64;
-        result.num_errors = outs
-            .iter()
-            .filter(|o| o.record.error.is_some() && !o.record.cancelled)
-            .count() as u64;
-        result.rejected_requests = Some(outs.iter().map(|o| u64::from(o.facts.rejected)).sum());
-        result.retried_requests = Some(outs.iter().map(|o| u64::from(o.facts.retries)).sum());
+        m.counts = RequestCounts {
+            completed: outs.iter().filter(|o| o.record.completed).count() as u64,
+            errors: outs
+                .iter()
+                .filter(|o| o.record.error.is_some() && !o.record.cancelled)
+                .count() as u64,
+            rejected: Some(outs.iter().map(|o| u64::from(o.facts.rejected)).sum()),
+            retried: Some(outs.iter().map(|o| u64::from(o.facts.retries)).sum()),
+        };
         if let Some((err, kind)) = &self.failure {
-            result.status = CellStatus::Invalid;
-            result.status_reason = format!("a stream failed: {err}");
-            result.error_kind = *kind;
+            m.verdict = Verdict::new(
+                CellStatus::Invalid,
+                format!("a stream failed: {err}"),
+                *kind,
+            );
             let recs: Vec<&RequestRecord> = outs.iter().map(|o| &o.record).collect();
-            fill_request_stats(&mut result, &recs, self.window.map(|w| w.start));
+            m.requests = Some(RequestStats::of(&recs, self.window.map(|w| w.start)));
         } else if let Some(w) = self.window {
-            self.fill_window(&mut result, w, settings);
+            self.measure_window(&mut m, w, settings);
         } else {
-            result.status = CellStatus::Error;
-            result.status_reason = "the measured window never opened".into();
+            m.verdict = Verdict::new(
+                CellStatus::Error,
+                "the measured window never opened".into(),
+                None,
+            );
         }
         let records = self.outcomes.into_iter().map(|o| o.record).collect();
-        (result, records)
+        (m, records)
     }
 
-    /// The window's fields: client totals, request statistics, server deltas, warnings,
+    /// The window's part: client totals, request statistics, server evidence, warnings,
     /// plausibility and the headline.
-    fn fill_window(&self, result: &mut CellResult, w: Window, settings: &CellSettings) {
+    fn measure_window(&self, m: &mut CellMeasurement, w: Window, settings: &CellSettings) {
         let c = self.spec.concurrency;
         let window_s = w.seconds();
         let tally = WindowTally::of(&w, &self.outcomes);
@@ -657,27 +663,26 @@ impl SustainedMeasurement {
             .map(|o| &o.record)
             .filter(|r| w.holds(r))
             .collect();
-        result.measurement_seconds = Some(window_s);
-        result.measurement_wall_seconds = Some(window_s);
-        result.client_output_tokens = Some(tally.tokens);
-        result.client_token_events = Some(tally.token_events);
-        result.continuous_usage_requests = Some(tally.continuous);
-        result.total_tokens = Some(tally.tokens);
-        result.aggregate_source = tally.aggregate_source();
-        fill_request_stats(result, &in_window, Some(w.start));
-        if result.prompt_tokens.is_none() {
-            result.prompt_tokens = in_window.iter().find_map(|r| r.prompt_tokens);
+        m.window = Some(WindowTotals {
+            seconds: window_s,
+            wall_seconds: Some(window_s),
+            tokens: Some(tally.tokens),
+            token_events: Some(tally.token_events),
+            continuous: Some(tally.continuous),
+            aggregate_source: Some(tally.aggregate_source()),
+        });
+        let stats = RequestStats::of(&in_window, Some(w.start));
+        if m.prompt_tokens.is_none() {
+            m.prompt_tokens = in_window.iter().find_map(|r| r.prompt_tokens);
         }
-        if let Some(cpu) = self.cpu_s {
-            result.client_cpu_util = Some(cpu / window_s);
-        }
-        result.client_max_tick_lag_ms = Some(self.max_tick_lag_ms);
         let delay = &tally.read_delay;
-        if delay.reads > 0 {
-            result.client_read_delay_avg_ms = Some(delay.total_s / delay.reads as f64 * 1e3);
-            result.client_read_delay_max_ms = Some(delay.max_s * 1e3);
-        }
-        if let Some(sw) = &self.server {
+        m.client = ClientLoad {
+            cpu_util: self.cpu_s.map(|cpu| cpu / window_s),
+            max_tick_lag_ms: Some(self.max_tick_lag_ms),
+            read_delay_ms: (delay.reads > 0)
+                .then(|| (delay.total_s / delay.reads as f64 * 1e3, delay.max_s * 1e3)),
+        };
+        m.server = self.server.as_ref().map(|sw| {
             let t = &sw.telemetry;
             let mut samples: Vec<ServerSample> = Vec::with_capacity(sw.samples.len() + 2);
             samples.extend(sw.start.as_ref().map(|e| t.sample_of(e)));
@@ -688,52 +693,48 @@ impl SustainedMeasurement {
                     .cloned(),
             );
             samples.extend(sw.end.as_ref().map(|e| t.sample_of(e)));
-            let evidence = WindowEvidence {
+            ServerEvidence {
                 engine: t.engine(),
-                start: sw.start.as_ref(),
-                end: sw.end.as_ref(),
-                samples: &samples,
-            };
-            let client = ClientWindow {
-                concurrency: c,
-                tokens: tally.tokens,
-                seconds: window_s,
-                occupancy: Occupancy::Sustained,
-            };
-            apply_window(result, &evidence, client);
-            if let (Some(a), Some(b)) = (&sw.start, &sw.end) {
-                result.server_scrapes = Some(scrape_times(w.start, a, b));
+                start: sw.start.clone(),
+                end: sw.end.clone(),
+                samples,
+                origin: w.start,
+                client: ClientWindow {
+                    concurrency: c,
+                    tokens: tally.tokens,
+                    seconds: window_s,
+                    occupancy: Occupancy::Sustained,
+                },
             }
-        }
-        self.window_warnings(result, &tally, &in_window, settings);
-        self.judge(result, w, &tally, settings);
+        });
+        m.warnings = self.window_warnings(&tally, &in_window, settings);
+        self.judge(m, w, &tally, &stats, settings);
+        m.requests = Some(stats);
     }
 
     /// Warnings about usage reporting, early stops and a descheduled client.
     fn window_warnings(
         &self,
-        result: &mut CellResult,
         tally: &WindowTally,
         in_window: &[&RequestRecord],
         settings: &CellSettings,
-    ) {
+    ) -> Vec<String> {
+        let mut warnings = Vec::new();
         if tally.tokens > 0 && !tally.all_continuous() {
-            result.warnings.push(format!(
+            warnings.push(format!(
                 "usage was not streamed on every chunk ({} of {} requests): window tokens were counted one per SSE event, \
                  corrected by usage only when it arrived; multi-token chunks (speculative decoding) are undercounted",
                 tally.continuous, tally.multi_event
             ));
         }
         if tally.nonmonotonic_usage {
-            result.warnings.push(
+            warnings.push(
                 "the server's usage.completion_tokens went down within a stream (not cumulative)"
                     .into(),
             );
         }
         if tally.usage_below_count {
-            result
-                .warnings
-                .push("final usage reported fewer tokens than token events were seen".into());
+            warnings.push("final usage reported fewer tokens than token events were seen".into());
         }
         if settings.ignore_eos && settings.max_tokens > 0 {
             let done: Vec<&&RequestRecord> = in_window.iter().filter(|r| r.completed).collect();
@@ -742,7 +743,7 @@ impl SustainedMeasurement {
                 .filter(|r| r.output_tokens < settings.max_tokens)
                 .count();
             if short > 0 {
-                result.warnings.push(format!(
+                warnings.push(format!(
                     "{short} of {} completed requests stopped before max_tokens {} although ignore_eos was sent",
                     done.len(),
                     settings.max_tokens
@@ -750,16 +751,24 @@ impl SustainedMeasurement {
             }
         }
         if self.max_tick_lag_ms > TICK_LAG_WARN_MS {
-            result.warnings.push(tick_lag_warning(
+            warnings.push(tick_lag_warning(
                 self.max_tick_lag_ms,
                 tally.read_delay.reads > 0,
             ));
         }
+        warnings
     }
 
     /// Plausibility (every request) and stalls (requests of the window), then the headline:
     /// `aggregate_tps` = window tokens / window length, or `invalid` without tokens.
-    fn judge(&self, result: &mut CellResult, w: Window, tally: &WindowTally, s: &CellSettings) {
+    fn judge(
+        &self,
+        m: &mut CellMeasurement,
+        w: Window,
+        tally: &WindowTally,
+        stats: &RequestStats,
+        s: &CellSettings,
+    ) {
         let facts: Vec<RequestFacts> = self
             .outcomes
             .iter()
@@ -784,44 +793,39 @@ impl SustainedMeasurement {
                 long_gaps: &o.facts.long_gaps,
             })
             .collect();
-        let stalls = analyze_stalls(
-            &stall_inputs,
-            (w.start, w.end),
-            result.chunk_inter_token_latency_p50,
-        );
-        findings.extend(stall_findings(result, &stalls));
+        let typical_gap = stats.chunk_itl.as_ref().map(|x| x.percentile(50.0));
+        let stalls = analyze_stalls(&stall_inputs, (w.start, w.end), typical_gap);
+        findings.extend(stall_finding(&stalls));
+        m.stalls = Some(stalls);
         if tally.tokens == 0 {
-            result.status = CellStatus::Invalid;
-            result.status_reason = "no output tokens arrived inside the measured window".into();
-            result.error_kind = Some(FailureKind::NoOutput);
+            m.verdict = Verdict::new(
+                CellStatus::Invalid,
+                "no output tokens arrived inside the measured window".into(),
+                Some(FailureKind::NoOutput),
+            );
         } else {
-            let tps = tally.tokens as f64 / w.seconds();
-            result.aggregate_tps = Some(tps);
-            result.per_request_avg_tps = Some(tps / self.spec.concurrency as f64);
-            let capacity = self
+            m.aggregate_tps = Some(tally.tokens as f64 / w.seconds());
+            m.capacity_limited = self
                 .ready
                 .as_ref()
                 .and_then(|r| r.timed_out.as_ref())
                 .is_some_and(|(_, evidence)| *evidence);
-            if capacity {
-                result.capacity_limited = true;
-            }
         }
-        apply_findings(result, findings);
+        m.findings = findings;
     }
 }
 
+/// The cell Ctrl-C ended: what `m` knew (readiness), `skipped_user`.
 fn interrupted(
-    mut result: CellResult,
+    mut m: CellMeasurement,
     t_cell: Instant,
     scout: Option<RequestRecord>,
 ) -> CellOutcome {
-    result.status = CellStatus::SkippedUser;
-    result.status_reason = INTERRUPTED_REASON.into();
-    result.wall_time = Some(t_cell.elapsed().as_secs_f64());
-    result.request_samples.clear();
+    m.verdict = Verdict::new(CellStatus::SkippedUser, INTERRUPTED_REASON.into(), None);
+    m.wall_s = Some(t_cell.elapsed().as_secs_f64());
+    m.requests = None;
     CellOutcome {
-        result,
+        result: m.to_result(),
         scout,
         interrupted: true,
         window: None,

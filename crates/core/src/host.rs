@@ -35,7 +35,7 @@ pub struct HostOptions {
 
 impl Default for HostOptions {
     /// Diagnostics, P2P check and engine launch on; the hardware monitor off (the CLI turns it
-    /// on; `--no-hw-monitor` keeps it off).
+    /// on unless the user turns it off).
     fn default() -> Self {
         HostOptions {
             monitor: None,

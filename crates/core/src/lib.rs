@@ -13,6 +13,7 @@ pub mod failure;
 pub mod h1;
 pub mod host;
 pub mod load;
+pub mod measure;
 pub mod plan;
 pub mod plausibility;
 pub mod prefill;

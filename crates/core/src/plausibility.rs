@@ -306,19 +306,15 @@ pub fn analyze_stalls(
     st
 }
 
-/// Writes `stall_*` into the cell and returns the stall finding, if any.
-pub fn stall_findings(result: &mut CellResult, st: &StallStats) -> Vec<Finding> {
-    result.stall_count = Some(st.count);
-    result.stall_threshold_s = Some(st.threshold_s);
-    result.stall_seconds = Some(st.stalled_s);
-    result.stall_fraction = Some(st.fraction());
-    result.stall_longest_s = (st.count > 0).then_some(st.longest_s);
+/// The stall finding of a window's stall statistics, if any (the `stall_*` fields are
+/// written by [`crate::measure::CellMeasurement::to_result`]).
+pub fn stall_finding(st: &StallStats) -> Option<Finding> {
     if st.count == 0 {
-        return Vec::new();
+        return None;
     }
     let frac = st.fraction();
     let invalid = frac > STALL_INVALID_FRACTION;
-    vec![Finding {
+    Some(Finding {
         kind: FailureKind::StreamStalls,
         invalid,
         message: format!(
@@ -334,7 +330,7 @@ pub fn stall_findings(result: &mut CellResult, st: &StallStats) -> Vec<Finding> 
                 String::new()
             }
         ),
-    }]
+    })
 }
 
 #[cfg(test)]
@@ -376,8 +372,7 @@ mod tests {
         assert!((st.longest_s - 26.0).abs() < 1e-6);
         assert!(st.fraction() > 0.8);
         let mut cell = CellResult::default();
-        let f = stall_findings(&mut cell, &st);
-        apply_findings(&mut cell, f);
+        apply_findings(&mut cell, stall_finding(&st).into_iter().collect());
         assert_eq!(cell.status, CellStatus::Invalid);
         assert_eq!(cell.error_kind, Some(FailureKind::StreamStalls));
     }

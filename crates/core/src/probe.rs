@@ -14,7 +14,8 @@ use servebench_metrics::{
     detect_engine_from_metrics, format_kv_event, format_sglang_kv_event, format_thousands,
     parse_llamacpp_props, parse_ollama_version, parse_sglang_model_info, parse_sglang_server_info,
     parse_tgi_info, parse_v1_models, parse_vllm_version, resolve_vllm_kv_budget, sglang_kv_budget,
-    Engine, EngineInfo, KvBudget, ModelsInfo, Scrape,
+    Engine, EngineInfo, KvBudget, LlamaCppProps, ModelEntry, ModelsInfo, Scrape, SglangServerInfo,
+    TgiInfo,
 };
 
 use crate::error::HttpError;
@@ -57,17 +58,78 @@ pub struct ServerInfo {
     pub warnings: Vec<String>,
 }
 
-/// A startup failure, phrased for the user.
-#[derive(Clone, Debug, thiserror::Error, PartialEq)]
-#[error("{0}")]
-pub struct ProbeError(pub String);
+/// What the user can do about a failed startup check or a missing KV budget. Displayed in
+/// plain words; the CLI names its own flag instead ([`Hint::words`] is the neutral text).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Hint {
+    /// Give the API key the server requires.
+    ApiKey,
+    /// Check the server's address (host, port, URL).
+    Address,
+    /// Check the URL and its path.
+    UrlPath,
+    /// Give the KV cache budget explicitly.
+    KvBudget,
+}
 
-/// Explains a failed `/v1/models` call in one line.
-pub fn explain_models_error(e: &HttpError, has_key: bool) -> String {
-    match e {
-        HttpError::Connect { url, detail } => {
-            format!("cannot reach the server at {url} ({detail}); is it running, and are --url/--host/--port right?")
+impl Hint {
+    /// The hint in plain words, without any flag name.
+    pub fn words(self) -> &'static str {
+        match self {
+            Hint::ApiKey => "give an API key",
+            Hint::Address => "is it running, and is the server address right?",
+            Hint::UrlPath => "check the URL and its path",
+            Hint::KvBudget => "set the KV cache budget explicitly",
         }
+    }
+}
+
+/// A startup failure, phrased for the user: the problem and, when there is one, what to do.
+/// Displayed as `message; hint` with the hint's neutral words ([`Hint::words`]).
+#[derive(Clone, Debug, PartialEq)]
+pub struct ProbeError {
+    /// What went wrong.
+    pub message: String,
+    /// What to do about it.
+    pub hint: Option<Hint>,
+}
+
+impl ProbeError {
+    /// A failure without a hint.
+    pub fn new(message: impl Into<String>) -> ProbeError {
+        ProbeError {
+            message: message.into(),
+            hint: None,
+        }
+    }
+
+    /// A failure with a hint.
+    pub fn hinted(message: impl Into<String>, hint: Hint) -> ProbeError {
+        ProbeError {
+            message: message.into(),
+            hint: Some(hint),
+        }
+    }
+}
+
+impl std::fmt::Display for ProbeError {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self.hint {
+            Some(h) => write!(f, "{}; {}", self.message, h.words()),
+            None => f.write_str(&self.message),
+        }
+    }
+}
+
+impl std::error::Error for ProbeError {}
+
+/// Explains a failed `/v1/models` call in one line, with what to do about it.
+pub fn explain_models_error(e: &HttpError, has_key: bool) -> ProbeError {
+    match e {
+        HttpError::Connect { url, detail } => ProbeError::hinted(
+            format!("cannot reach the server at {url} ({detail})"),
+            Hint::Address,
+        ),
         HttpError::Status {
             status: s @ (401 | 403),
             url,
@@ -75,19 +137,23 @@ pub fn explain_models_error(e: &HttpError, has_key: bool) -> String {
             ..
         } => {
             if has_key {
-                format!("the server rejected the API key (HTTP {s} from {url}: {body})")
+                ProbeError::new(format!(
+                    "the server rejected the API key (HTTP {s} from {url}: {body})"
+                ))
             } else {
-                format!(
-                    "the server requires an API key (HTTP {s} from {url}: {body}); pass --api-key"
+                ProbeError::hinted(
+                    format!("the server requires an API key (HTTP {s} from {url}: {body})"),
+                    Hint::ApiKey,
                 )
             }
         }
         HttpError::Status {
             status: 404, url, ..
-        } => {
-            format!("{url} returned HTTP 404: this does not look like an OpenAI-compatible server (check --url and its path)")
-        }
-        other => format!("cannot list models: {other}"),
+        } => ProbeError::hinted(
+            format!("{url} returned HTTP 404: this does not look like an OpenAI-compatible server"),
+            Hint::UrlPath,
+        ),
+        other => ProbeError::new(format!("cannot list models: {other}")),
     }
 }
 
@@ -98,7 +164,7 @@ pub fn choose_model(
     server: &str,
 ) -> Result<String, ProbeError> {
     if models.models.is_empty() {
-        return Err(ProbeError(format!(
+        return Err(ProbeError::new(format!(
             "{server} lists no models (expected an OpenAI `data` list in /v1/models)"
         )));
     }
@@ -108,7 +174,7 @@ pub fn choose_model(
                 Ok(m.to_string())
             } else {
                 let ids: Vec<String> = models.model_ids().into_iter().take(10).collect();
-                Err(ProbeError(format!(
+                Err(ProbeError::new(format!(
                     "model {m:?} is not served by {server}; available: {}",
                     ids.join(", ")
                 )))
@@ -132,137 +198,26 @@ pub async fn scrape_metrics(client: &HttpClient, timeout: Duration) -> Result<Sc
 }
 
 /// Lists models, picks the model, identifies the engine and its limits, checks `/metrics`.
+/// Phases: [`list_models`], [`fetch_info`], [`identify`], [`engine_info`], [`judge_metrics`].
 pub async fn probe_server(
     client: &HttpClient,
     requested_model: Option<&str>,
 ) -> Result<ServerInfo, ProbeError> {
-    let has_key = client
-        .target()
-        .api_key
-        .as_deref()
-        .is_some_and(|k| !k.is_empty());
-    let models_text = client
-        .get_text("/v1/models", PROBE_TIMEOUT)
-        .await
-        .map_err(|e| ProbeError(explain_models_error(&e, has_key)))?;
-    let models = parse_v1_models(&models_text).map_err(|e| {
-        ProbeError(format!(
-            "{} is not an OpenAI model list: {e}",
-            client.target().url("/v1/models")
-        ))
-    })?;
-    let model = choose_model(&models, requested_model, &client.target().server_label)?;
+    let (models, model) = list_models(client, requested_model).await?;
     let entry = models.get(&model).cloned();
-
-    // Optional info endpoints, concurrently.
-    let (server_info, model_info, version, props, tgi, ollama, metrics) = tokio::join!(
-        get_text_opt(client, "/get_server_info"),
-        get_text_opt(client, "/get_model_info"),
-        get_text_opt(client, "/version"),
-        get_text_opt(client, "/props"),
-        get_text_opt(client, "/info"),
-        get_text_opt(client, "/api/version"),
-        scrape_metrics(client, INFO_TIMEOUT),
-    );
-    let sglang = server_info
-        .as_deref()
-        .and_then(|b| parse_sglang_server_info(b).ok())
-        .filter(|i| i.is_sglang());
-    let llama = props
-        .as_deref()
-        .and_then(|b| parse_llamacpp_props(b).ok())
-        .filter(|p| p.total_slots.is_some() || p.per_slot_ctx.is_some());
-    let tgi = tgi
-        .as_deref()
-        .and_then(|b| parse_tgi_info(b).ok())
-        .filter(|t| t.model_id.is_some() && t.max_total_tokens.is_some());
-    let vllm_version = version.as_deref().and_then(|b| parse_vllm_version(b).ok());
-    let ollama_version = ollama.as_deref().and_then(|b| parse_ollama_version(b).ok());
-    let metrics_engine = metrics.as_ref().ok().and_then(detect_engine_from_metrics);
     let sim_neutral = entry.as_ref().and_then(|e| e.owned_by.as_deref()) == Some("servebench-sim");
-
-    let engine = if sglang.is_some() {
-        Engine::Sglang
-    } else if llama.is_some() {
-        Engine::LlamaCpp
-    } else if tgi.is_some() {
-        Engine::Tgi
-    } else if let Some(e) = metrics_engine {
-        e
-    } else if vllm_version.is_some() && !sim_neutral {
-        Engine::Vllm
-    } else if ollama_version.is_some() {
-        Engine::Ollama
-    } else {
-        Engine::OpenAiProxy
-    };
-    let mut info = EngineInfo::new(engine);
-    info.apply_models(&models);
-    if let Some(e) = &entry {
-        info.max_model_len = e.served_context().or(info.max_model_len);
-    }
-    let mut warnings = Vec::new();
-    match engine {
-        Engine::Sglang => {
-            if let Some(i) = &sglang {
-                info.apply_sglang_server_info(i);
-            }
-            if let Some(mi) = model_info
-                .as_deref()
-                .and_then(|b| parse_sglang_model_info(b).ok())
-            {
-                info.apply_sglang_model_info(&mi);
-            }
-        }
-        Engine::LlamaCpp => {
-            if let Some(p) = &llama {
-                info.apply_llamacpp_props(p);
-            }
-        }
-        Engine::Tgi => {
-            if let Some(t) = &tgi {
-                info.apply_tgi_info(t);
-            }
-        }
-        Engine::Vllm => info.version = vllm_version.clone(),
-        Engine::Ollama => info.version = ollama_version.clone(),
-        Engine::OpenAiProxy => {}
-    }
+    let answers = fetch_info(client).await;
+    let engine = identify(&answers, sim_neutral);
+    let mut info = engine_info(engine, &answers, &models, entry.as_ref());
     let engine_name = if sim_neutral && engine == Engine::OpenAiProxy {
+        info.version = answers.vllm_version.clone();
         "servebench-sim".to_string()
     } else {
         engine.as_str().to_string()
     };
-    if sim_neutral && engine == Engine::OpenAiProxy {
-        info.version = vllm_version.clone();
-    }
-
-    // Metrics: usable when they parse and belong to the detected engine.
-    let (metrics_available, metrics_warning, startup_scrape) = match metrics {
-        Ok(s) => match (metrics_engine, engine) {
-            (Some(m), e) if m == e => (true, String::new(), Some(s)),
-            (Some(m), e) => (
-                false,
-                format!("/metrics looks like {} but the server was identified as {}; server metrics ignored", m.as_str(), e.as_str()),
-                None,
-            ),
-            (None, _) => (false, "/metrics has no known engine metrics; readiness and throughput use the OpenAI stream only".into(), None),
-        },
-        Err(e) => {
-            let why = match engine {
-                Engine::OpenAiProxy if sim_neutral => {
-                    "the built-in simulator's default personality has no /metrics (see servebench sim --personality)".to_string()
-                }
-                Engine::OpenAiProxy => format!(
-                    "only the OpenAI /v1 endpoints respond (generic proxy?); server metrics are disabled ({e})"
-                ),
-                Engine::Sglang => format!("SGLang /metrics unavailable ({e}); restart the server with --enable-metrics"),
-                Engine::LlamaCpp => format!("llama.cpp /metrics unavailable ({e}); start llama-server with --metrics"),
-                _ => format!("/metrics unavailable ({e})"),
-            };
-            (false, why, None)
-        }
-    };
+    let (metrics_available, metrics_warning, startup_scrape) =
+        judge_metrics(answers.metrics, answers.metrics_engine, engine, sim_neutral);
+    let mut warnings = Vec::new();
     if engine == Engine::OpenAiProxy && !sim_neutral {
         warnings.push("engine not identified: treating the server as a generic OpenAI-compatible proxy (no server metrics)".into());
     }
@@ -294,6 +249,175 @@ pub async fn probe_server(
     })
 }
 
+/// Phase 1: `/v1/models` (required), parsed, and the model chosen from it.
+async fn list_models(
+    client: &HttpClient,
+    requested_model: Option<&str>,
+) -> Result<(ModelsInfo, String), ProbeError> {
+    let has_key = client
+        .target()
+        .api_key
+        .as_deref()
+        .is_some_and(|k| !k.is_empty());
+    let models_text = client
+        .get_text("/v1/models", PROBE_TIMEOUT)
+        .await
+        .map_err(|e| explain_models_error(&e, has_key))?;
+    let models = parse_v1_models(&models_text).map_err(|e| {
+        ProbeError::new(format!(
+            "{} is not an OpenAI model list: {e}",
+            client.target().url("/v1/models")
+        ))
+    })?;
+    let model = choose_model(&models, requested_model, &client.target().server_label)?;
+    Ok((models, model))
+}
+
+/// What the optional info endpoints and `/metrics` answered (parsed; `None` = no such engine).
+struct InfoAnswers {
+    sglang: Option<SglangServerInfo>,
+    sglang_model: Option<String>,
+    llama: Option<LlamaCppProps>,
+    tgi: Option<TgiInfo>,
+    vllm_version: Option<String>,
+    ollama_version: Option<String>,
+    metrics: Result<Scrape, String>,
+    metrics_engine: Option<Engine>,
+}
+
+/// Phase 2: the optional info endpoints and `/metrics`, concurrently, each parsed and kept only
+/// when it identifies its engine.
+async fn fetch_info(client: &HttpClient) -> InfoAnswers {
+    let (server_info, model_info, version, props, tgi, ollama, metrics) = tokio::join!(
+        get_text_opt(client, "/get_server_info"),
+        get_text_opt(client, "/get_model_info"),
+        get_text_opt(client, "/version"),
+        get_text_opt(client, "/props"),
+        get_text_opt(client, "/info"),
+        get_text_opt(client, "/api/version"),
+        scrape_metrics(client, INFO_TIMEOUT),
+    );
+    let metrics_engine = metrics.as_ref().ok().and_then(detect_engine_from_metrics);
+    InfoAnswers {
+        sglang: server_info
+            .as_deref()
+            .and_then(|b| parse_sglang_server_info(b).ok())
+            .filter(|i| i.is_sglang()),
+        sglang_model: model_info,
+        llama: props
+            .as_deref()
+            .and_then(|b| parse_llamacpp_props(b).ok())
+            .filter(|p| p.total_slots.is_some() || p.per_slot_ctx.is_some()),
+        tgi: tgi
+            .as_deref()
+            .and_then(|b| parse_tgi_info(b).ok())
+            .filter(|t| t.model_id.is_some() && t.max_total_tokens.is_some()),
+        vllm_version: version.as_deref().and_then(|b| parse_vllm_version(b).ok()),
+        ollama_version: ollama.as_deref().and_then(|b| parse_ollama_version(b).ok()),
+        metrics,
+        metrics_engine,
+    }
+}
+
+/// Phase 3: the engine, in order of evidence: SGLang, llama.cpp and TGI info, the `/metrics`
+/// families, vLLM `/version` (not for the simulator's neutral personality), Ollama, else a
+/// generic OpenAI-compatible proxy.
+fn identify(a: &InfoAnswers, sim_neutral: bool) -> Engine {
+    if a.sglang.is_some() {
+        Engine::Sglang
+    } else if a.llama.is_some() {
+        Engine::LlamaCpp
+    } else if a.tgi.is_some() {
+        Engine::Tgi
+    } else if let Some(e) = a.metrics_engine {
+        e
+    } else if a.vllm_version.is_some() && !sim_neutral {
+        Engine::Vllm
+    } else if a.ollama_version.is_some() {
+        Engine::Ollama
+    } else {
+        Engine::OpenAiProxy
+    }
+}
+
+/// Phase 4: the engine's limits and version from `/v1/models` (the model's `entry` first)
+/// and then its own info endpoints.
+fn engine_info(
+    engine: Engine,
+    a: &InfoAnswers,
+    models: &ModelsInfo,
+    entry: Option<&ModelEntry>,
+) -> EngineInfo {
+    let mut info = EngineInfo::new(engine);
+    info.apply_models(models);
+    if let Some(e) = entry {
+        info.max_model_len = e.served_context().or(info.max_model_len);
+    }
+    match engine {
+        Engine::Sglang => {
+            if let Some(i) = &a.sglang {
+                info.apply_sglang_server_info(i);
+            }
+            if let Some(mi) = a
+                .sglang_model
+                .as_deref()
+                .and_then(|b| parse_sglang_model_info(b).ok())
+            {
+                info.apply_sglang_model_info(&mi);
+            }
+        }
+        Engine::LlamaCpp => {
+            if let Some(p) = &a.llama {
+                info.apply_llamacpp_props(p);
+            }
+        }
+        Engine::Tgi => {
+            if let Some(t) = &a.tgi {
+                info.apply_tgi_info(t);
+            }
+        }
+        Engine::Vllm => info.version = a.vllm_version.clone(),
+        Engine::Ollama => info.version = a.ollama_version.clone(),
+        Engine::OpenAiProxy => {}
+    }
+    info
+}
+
+/// Phase 5: `/metrics` is usable when it parses and belongs to the detected engine. Returns
+/// (usable, why not, the startup scrape).
+fn judge_metrics(
+    metrics: Result<Scrape, String>,
+    metrics_engine: Option<Engine>,
+    engine: Engine,
+    sim_neutral: bool,
+) -> (bool, String, Option<Scrape>) {
+    match metrics {
+        Ok(s) => match (metrics_engine, engine) {
+            (Some(m), e) if m == e => (true, String::new(), Some(s)),
+            (Some(m), e) => (
+                false,
+                format!("/metrics looks like {} but the server was identified as {}; server metrics ignored", m.as_str(), e.as_str()),
+                None,
+            ),
+            (None, _) => (false, "/metrics has no known engine metrics; readiness and throughput use the OpenAI stream only".into(), None),
+        },
+        Err(e) => {
+            let why = match engine {
+                Engine::OpenAiProxy if sim_neutral => {
+                    "the built-in simulator's default personality has no /metrics (see servebench sim --personality)".to_string()
+                }
+                Engine::OpenAiProxy => format!(
+                    "only the OpenAI /v1 endpoints respond (generic proxy?); server metrics are disabled ({e})"
+                ),
+                Engine::Sglang => format!("SGLang /metrics unavailable ({e}); restart the server with --enable-metrics"),
+                Engine::LlamaCpp => format!("llama.cpp /metrics unavailable ({e}); start llama-server with --metrics"),
+                _ => format!("/metrics unavailable ({e})"),
+            };
+            (false, why, None)
+        }
+    }
+}
+
 /// The KV budget decision: tokens (0 = unknown) and the event-log line.
 #[derive(Clone, Debug, PartialEq)]
 pub struct KvDecision {
@@ -307,8 +431,8 @@ pub struct KvDecision {
     pub budget: Option<KvBudget>,
 }
 
-/// Resolves the KV budget (spec §3.3): `--kv-budget` wins; else vLLM `cache_config_info`
-/// (`kv_cache_size_tokens`, else `num_gpu_blocks × block_size`) × CP size (`--dcp-size`, info
+/// Resolves the KV budget (spec §3.3): the explicit budget (`kv_budget_arg` > 0) wins; else vLLM `cache_config_info`
+/// (`kv_cache_size_tokens`, else `num_gpu_blocks × block_size`) × CP size (`dcp_size_arg`, info
 /// labels, or the local vLLM process's `--decode-context-parallel-size`), SGLang
 /// `max_total_num_tokens` × DCP, llama.cpp slots × per-slot context.
 pub fn resolve_kv_budget(
@@ -347,7 +471,10 @@ pub fn resolve_kv_budget(
             },
             None => KvDecision {
                 tokens: 0,
-                event: "KV cache budget not available (no vLLM metrics); use --kv-budget".into(),
+                event: format!(
+                    "KV cache budget not available (no vLLM metrics); {}",
+                    Hint::KvBudget.words()
+                ),
                 source: "none",
                 budget: None,
             },
@@ -364,7 +491,10 @@ pub fn resolve_kv_budget(
             }
             None => KvDecision {
                 tokens: 0,
-                event: "KV cache budget not reported by SGLang; use --kv-budget".into(),
+                event: format!(
+                    "KV cache budget not reported by SGLang; {}",
+                    Hint::KvBudget.words()
+                ),
                 source: "none",
                 budget: None,
             },
@@ -385,14 +515,20 @@ pub fn resolve_kv_budget(
             }
             None => KvDecision {
                 tokens: 0,
-                event: "KV cache budget not reported by llama.cpp; use --kv-budget".into(),
+                event: format!(
+                    "KV cache budget not reported by llama.cpp; {}",
+                    Hint::KvBudget.words()
+                ),
                 source: "none",
                 budget: None,
             },
         },
         _ => KvDecision {
             tokens: 0,
-            event: "KV cache budget unknown for this server; use --kv-budget".into(),
+            event: format!(
+                "KV cache budget unknown for this server; {}",
+                Hint::KvBudget.words()
+            ),
             source: "none",
             budget: None,
         },
@@ -448,7 +584,7 @@ mod tests {
             parse_v1_models(r#"{"data":[{"id":"a","max_model_len":2048},{"id":"b"}]}"#).unwrap();
         assert_eq!(choose_model(&m, None, "s").unwrap(), "a");
         assert_eq!(choose_model(&m, Some("b"), "s").unwrap(), "b");
-        let e = choose_model(&m, Some("c"), "s").unwrap_err().0;
+        let e = choose_model(&m, Some("c"), "s").unwrap_err().message;
         assert!(e.contains("available: a, b"), "{e}");
         assert!(choose_model(&ModelsInfo::default(), None, "s").is_err());
     }

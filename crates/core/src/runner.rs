@@ -190,6 +190,10 @@ pub enum RunError {
     /// The server failed a startup check.
     #[error("{0}")]
     Startup(String),
+    /// The server failed the startup probe; the CLI words its [`crate::probe::Hint`] with its
+    /// flag.
+    #[error(transparent)]
+    Probe(#[from] crate::probe::ProbeError),
     /// A startup request got no answer within the probe timeout ([`RequestPolicy::probe`]);
     /// the CLI names its flag.
     #[error("probe_timeout: the {what} got no answer within {}: {detail}", crate::timeouts::format_secs(.limit.as_secs_f64()))]
@@ -785,9 +789,7 @@ pub async fn run_resuming(
         "startup server={} run_id={run_id}",
         cfg.target.base_url
     ));
-    let info: ServerInfo = probe_server(&client, cfg.model.as_deref())
-        .await
-        .map_err(|e| RunError::Startup(e.to_string()))?;
+    let info: ServerInfo = probe_server(&client, cfg.model.as_deref()).await?;
     log_server(&events, &info);
     let kv = kv_budget(&cfg, &info, &events);
     let telemetry = info

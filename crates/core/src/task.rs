@@ -229,7 +229,7 @@ pub fn item_scorer(
     } else if let Some(a) = &item.answer {
         (answer_pattern(a), "answer regex")
     } else if let Some(r) = correct_regex.filter(|r| !r.is_empty()) {
-        (r.to_string(), "--correct-regex")
+        (r.to_string(), "correct regex")
     } else {
         return Ok(None);
     };
@@ -346,41 +346,101 @@ impl TaskConfig {
     }
 
     /// Checks the numbers and compiles every regex.
-    fn scorers(&self) -> Result<Vec<Option<Regex>>, ConfigError> {
+    fn scorers(&self) -> Result<Vec<Option<Regex>>, TaskError> {
         if self.items.is_empty() {
-            return Err(ConfigError::new("no prompt: give a prompt or a dataset"));
+            return Err(ConfigError::new("no prompt: give a prompt or a dataset").into());
         }
+        let bad = |setting, problem: &str| Err(SettingError::new(setting, problem).into());
         if let Some(c) = self.concurrency {
             if c == 0 {
-                return Err(ConfigError::new("--concurrency must be ≥ 1"));
+                return bad(TaskSetting::Concurrency, "must be ≥ 1");
             }
             if self.runs == 0 {
-                return Err(ConfigError::new("--runs must be ≥ 1"));
+                return bad(TaskSetting::Runs, "must be ≥ 1");
             }
         } else {
             if self.min_results == 0 {
-                return Err(ConfigError::new("--min-results must be ≥ 1"));
+                return bad(TaskSetting::MinResults, "must be ≥ 1");
             }
             if self.probe_waves == 0 {
-                return Err(ConfigError::new("--probe-waves must be ≥ 1"));
+                return bad(TaskSetting::ProbeWaves, "must be ≥ 1");
             }
             if !(self.min_improvement.is_finite() && self.min_improvement >= 0.0) {
-                return Err(ConfigError::new(format!(
-                    "--min-improvement must be ≥ 0 (got {})",
-                    self.min_improvement
-                )));
+                let problem = format!("must be ≥ 0 (got {})", self.min_improvement);
+                return bad(TaskSetting::MinImprovement, &problem);
             }
             if self.patience == 0 {
-                return Err(ConfigError::new("--patience must be ≥ 1"));
+                return bad(TaskSetting::Patience, "must be ≥ 1");
             }
         }
         if let Some(r) = self.correct_regex.as_deref().filter(|r| !r.is_empty()) {
-            compile(r).map_err(|e| ConfigError::new(format!("--correct-regex: {e}")))?;
+            if let Err(e) = compile(r) {
+                return bad(
+                    TaskSetting::CorrectRegex,
+                    &format!("is not a valid regex: {e}"),
+                );
+            }
         }
-        self.items
+        Ok(self
+            .items
             .iter()
             .map(|it| item_scorer(it, self.correct_regex.as_deref()))
-            .collect()
+            .collect::<Result<_, _>>()?)
+    }
+}
+
+/// A task setting the configuration checks (see [`TaskConfig`]). The CLI names each by its
+/// flag; [`TaskSetting::name`] is the [`TaskConfig`] field.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum TaskSetting {
+    /// [`TaskConfig::concurrency`] (fixed mode).
+    Concurrency,
+    /// [`TaskConfig::runs`].
+    Runs,
+    /// [`TaskConfig::min_results`].
+    MinResults,
+    /// [`TaskConfig::probe_waves`].
+    ProbeWaves,
+    /// [`TaskConfig::min_improvement`].
+    MinImprovement,
+    /// [`TaskConfig::patience`].
+    Patience,
+    /// [`TaskConfig::correct_regex`].
+    CorrectRegex,
+}
+
+impl TaskSetting {
+    /// The [`TaskConfig`] field's name.
+    pub fn name(self) -> &'static str {
+        match self {
+            TaskSetting::Concurrency => "concurrency",
+            TaskSetting::Runs => "runs",
+            TaskSetting::MinResults => "min_results",
+            TaskSetting::ProbeWaves => "probe_waves",
+            TaskSetting::MinImprovement => "min_improvement",
+            TaskSetting::Patience => "patience",
+            TaskSetting::CorrectRegex => "correct_regex",
+        }
+    }
+}
+
+/// A task setting out of range (or a regex that does not compile): `setting problem`.
+#[derive(Clone, Debug, PartialEq, thiserror::Error)]
+#[error("{} {problem}", .setting.name())]
+pub struct SettingError {
+    /// The setting.
+    pub setting: TaskSetting,
+    /// What is wrong with it (`must be ≥ 1`).
+    pub problem: String,
+}
+
+impl SettingError {
+    /// `setting` with `problem`.
+    pub fn new(setting: TaskSetting, problem: &str) -> SettingError {
+        SettingError {
+            setting,
+            problem: problem.to_owned(),
+        }
     }
 }
 
@@ -390,6 +450,12 @@ pub enum TaskError {
     /// Bad configuration.
     #[error(transparent)]
     Config(#[from] ConfigError),
+    /// A setting out of range; the CLI names its flag.
+    #[error(transparent)]
+    Setting(#[from] SettingError),
+    /// The server failed the startup probe; the CLI words its hint with its flag.
+    #[error(transparent)]
+    Probe(#[from] crate::probe::ProbeError),
     /// The server failed the startup probe.
     #[error("{0}")]
     Startup(String),
@@ -412,7 +478,7 @@ fn methodology() -> TaskMethodology {
                      does not."
             .into(),
         correctness: "Reasoning is never scored: reasoning_content and inline <think> blocks are split off the \
-                      content. The item's regex (or one derived from its answer, or --correct-regex) is searched \
+                      content. The item's regex (or one derived from its answer, or the run's correct regex) is searched \
                       case-insensitively in the last non-empty content line (final_answer) or the whole content. \
                       accuracy = correct / scored ok runs with a Wilson 95% interval; a run that hit max_tokens \
                       without a match is TRUNC and counts as wrong."
@@ -758,7 +824,7 @@ pub async fn run_task(
     });
     let score_available = scorers.iter().any(Option::is_some);
     if !score_available {
-        events.log("startup no scoring regex (no answer, item regex or --correct-regex): runs are not scored");
+        events.log("startup no scoring regex (no answer, item regex or correct regex): runs are not scored");
     }
     let scout = if cfg.prefill_scout && !cancel.is_cancelled() {
         let body = body_of(&cfg, &info.model, &cfg.items[0].prompt, 1);
@@ -801,9 +867,7 @@ async fn startup(
     events: &EventSink,
 ) -> Result<crate::probe::ServerInfo, TaskError> {
     events.log(format!("task start server={}", cfg.target.base_url));
-    let info = probe_server(client, cfg.model.as_deref())
-        .await
-        .map_err(|e| TaskError::Startup(e.to_string()))?;
+    let info = probe_server(client, cfg.model.as_deref()).await?;
     events.log(format!(
         "startup engine {}{} model {}",
         info.engine_name,
@@ -817,7 +881,7 @@ async fn startup(
         if cfg.max_tokens >= len {
             events.log(format!(
                 "startup warning: max_tokens {} is not below the model's max_model_len {len}: \
-                 requests will fail (lower --max-tokens)",
+                 requests will fail (lower max_tokens)",
                 cfg.max_tokens
             ));
         }
@@ -855,7 +919,7 @@ async fn scout_run(runner: &Runner, body: Bytes, events: &EventSink) -> TaskRun 
     run
 }
 
-/// `--concurrency C`: one profile batch of `--runs` requests. Returns C when it produced tokens.
+/// Fixed concurrency C: one profile batch of `runs` requests. Returns C when it produced tokens.
 async fn fixed_level(
     runner: &Arc<Runner>,
     cfg: &TaskConfig,
@@ -956,7 +1020,7 @@ async fn adaptive_levels(
     best.map(|(c, _)| c)
 }
 
-/// Tops the selected level up to `--min-results` successful runs.
+/// Tops the selected level up to `min_results` successful runs.
 async fn collect_selected(
     runner: &Arc<Runner>,
     cfg: &TaskConfig,
