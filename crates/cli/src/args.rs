@@ -6,9 +6,10 @@ use std::time::Duration;
 use anyhow::{anyhow, Context as _};
 use clap::{Args, Parser, Subcommand, ValueEnum};
 use serde_json::json;
+use servebench_client::{Endpoint, Target, TargetError};
 use servebench_core::plan::{parse_concurrency, parse_contexts};
 use servebench_core::prompt::CalibrationCache;
-use servebench_core::{Endpoint, RunConfig, Target, TargetingMode};
+use servebench_core::{RunConfig, TargetingMode};
 use servebench_sim::{Sim, SimConfig};
 
 /// A bad flag or flag value. `main` exits with code 2 for it, as clap does for flags it cannot
@@ -209,13 +210,15 @@ impl TargetArgs {
     ) -> anyhow::Result<(Target, Option<Sim>)> {
         let (key, endpoint) = (self.key(), self.endpoint());
         if let Some(url) = &self.url {
-            return Ok((Target::from_url(url, key, endpoint).map_err(usage)?, None));
+            let t = Target::from_url(url, key, endpoint)
+                .map_err(|e| usage(anyhow!(target_message(&e, "--url"))))?;
+            return Ok((t, None));
         }
         if !self.is_embedded() {
             let host = self.host.clone().unwrap_or_else(|| "127.0.0.1".into());
             return Ok((
                 Target::from_host_port(&host, self.port.unwrap_or(8000), key, endpoint)
-                    .map_err(usage)?,
+                    .map_err(|e| usage(anyhow!(target_message(&e, "--host"))))?,
                 None,
             ));
         }
@@ -575,6 +578,23 @@ impl RunArgs {
             open_loop,
         };
         Ok((cfg, sim))
+    }
+}
+
+/// A refused target, worded with the flag its value came from (`--url` or `--host`).
+pub fn target_message(e: &TargetError, flag: &str) -> String {
+    match e {
+        TargetError::Scheme { url } => {
+            format!("{flag} {url:?} must start with http:// or https://")
+        }
+        TargetError::NoHost { url } => format!("{flag} {url:?} has no host"),
+        TargetError::Port { url, port } => {
+            format!("{flag} {url:?} has an invalid port {port:?}")
+        }
+        TargetError::EmptyHost => format!("{flag} is empty"),
+        TargetError::HostWithPath { host } => {
+            format!("{flag} {host:?} contains a path; use --url for URLs with paths")
+        }
     }
 }
 

@@ -22,17 +22,17 @@ use tokio_util::sync::CancellationToken;
 
 use crate::aggregate::fill_request_stats;
 use crate::events::{CellProgress, EventSink, Phase, RunEvent};
-use crate::failure::FirstFailure;
 use crate::load::scout::{scout_failure_reason, Scout, INTERRUPTED_REASON};
+use crate::load::FirstFailure;
 use crate::load::{same_body, BodyFn, Load, LoadPattern, LoadSpec, RequestOutcome};
 use crate::plan::CellSpec;
 use crate::plausibility::{apply_findings, check_requests, RequestFacts};
-use crate::stream::StreamFacts;
-use crate::target::HttpClient;
 use crate::telemetry::{
     apply_window, scrape_times, ClientWindow, Occupancy, Sampler, ServerSample, Telemetry,
     TimedScrape, WindowEvidence,
 };
+use servebench_client::stream::StreamFacts;
+use servebench_client::target::HttpClient;
 
 /// Scrape period while a burst runs.
 const SAMPLE_EVERY: Duration = Duration::from_millis(500);
@@ -378,7 +378,7 @@ fn finish(
             result.server_scrapes = Some(scrape_times(start, a, b));
         }
     }
-    let max_tokens = crate::timeouts::body_max_tokens(&job.body).unwrap_or(0);
+    let max_tokens = servebench_client::timeouts::body_max_tokens(&job.body).unwrap_or(0);
     let checks: Vec<RequestFacts> = records
         .iter()
         .zip(&facts)

@@ -39,22 +39,22 @@ use tokio_util::sync::CancellationToken;
 
 use crate::aggregate::fill_request_stats;
 use crate::events::{CellProgress, EventSink, LiveFeed, Phase, RunEvent};
-use crate::failure::FirstFailure;
 use crate::load::readiness::{Decision, Observation, Readiness, ReadinessRules};
 use crate::load::scout::{scout, scout_failure_reason, Scout, INTERRUPTED_REASON};
 use crate::load::window::{Window, WindowStep, WindowTally};
+use crate::load::FirstFailure;
 use crate::load::{same_body, BodyFn, Load, LoadPattern, LoadSpec};
 use crate::plan::CellSpec;
 use crate::plausibility::{
     analyze_stalls, apply_findings, check_requests, stall_findings, RequestFacts, StallInput,
 };
 use crate::procstat::process_cpu_seconds;
-use crate::stream::{StreamOutcome, WindowClock};
-use crate::target::HttpClient;
 use crate::telemetry::{
     apply_window, scrape_times, ClientWindow, Occupancy, Sampler, ServerSample, Telemetry,
     TimedScrape, WindowEvidence,
 };
+use servebench_client::stream::{StreamOutcome, WindowClock};
+use servebench_client::target::HttpClient;
 /// Margin between the readiness decision and the window start (see [`WindowClock::open_after`]).
 const WINDOW_MARGIN: Duration = Duration::from_millis(20);
 /// Monitor tick.
