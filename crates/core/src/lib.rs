@@ -4,16 +4,16 @@
 //! It never prints. Progress goes out as [`events::RunEvent`]s on a channel; the result is one
 //! [`servebench_results::Results`]. See `docs/architecture.md` for the data flow.
 
-pub mod aggregate;
+pub(crate) mod aggregate;
 pub mod burst;
 pub mod cache;
 pub mod cell;
-pub mod error;
+pub(crate) mod error;
 pub mod events;
 pub mod host;
 pub mod load;
 pub mod plan;
-pub mod plausibility;
+pub(crate) mod plausibility;
 pub mod prefill;
 pub mod probe;
 pub mod procstat;
@@ -22,7 +22,7 @@ pub mod rate;
 pub mod resume;
 pub mod runner;
 pub mod task;
-pub mod telemetry;
+pub(crate) mod telemetry;
 
 pub use error::ConfigError;
 pub use events::{EventSink, RunEvent};
