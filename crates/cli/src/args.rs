@@ -671,4 +671,25 @@ mod tests {
             );
         }
     }
+
+    /// A refused target names the flag its value came from, and the value.
+    #[test]
+    fn target_errors_name_the_flag_they_came_from() {
+        use servebench_client::{Endpoint, Target};
+        let e = Target::from_url("ftp://h", None, Endpoint::Chat).unwrap_err();
+        assert_eq!(
+            super::target_message(&e, "--url"),
+            r#"--url "ftp://h" must start with http:// or https://"#
+        );
+        // a URL given as --host is worded with --host
+        let e = Target::from_host_port("http://h:x", 1, None, Endpoint::Chat).unwrap_err();
+        assert_eq!(
+            super::target_message(&e, "--host"),
+            r#"--host "http://h:x" has an invalid port "x""#
+        );
+        let e = Target::from_host_port(" ", 1, None, Endpoint::Chat).unwrap_err();
+        assert_eq!(super::target_message(&e, "--host"), "--host is empty");
+        let e = Target::from_host_port("h/x", 1, None, Endpoint::Chat).unwrap_err();
+        assert!(super::target_message(&e, "--host").starts_with(r#"--host "h/x" contains a path"#));
+    }
 }
