@@ -4,7 +4,7 @@
 # mutant built and tested only in the crate it is in.
 #
 #   scripts/mutants.sh            # every scope, in order
-#   scripts/mutants.sh sse-tracker core-stream   # some scopes
+#   scripts/mutants.sh sse-tracker client-stream   # some scopes
 #   MUTANTS_ITERATE=1 scripts/mutants.sh sse-tracker   # only the survivors of the last run
 #
 # Needs `cargo install cargo-mutants --locked` (v27.1.0 was used). Results: $MUTANTS_OUT/<scope>/
@@ -47,6 +47,7 @@ run() {
 # Library and integration tests of the crate; doctests are not run (they duplicate unit tests).
 sse_tests=(--cargo-test-arg=--tests)
 core_tests=(--cargo-test-arg=--lib)
+client_tests=(--cargo-test-arg=--lib)
 
 scope() {
     case $1 in
@@ -56,16 +57,16 @@ scope() {
     sse-decode) run sse-decode servebench-sse crates/sse/src/decode.rs "${sse_tests[@]}" \
         -E 'impl Deserialize|Visitor|excerpt' ;;
     stats) run stats servebench-stats crates/stats/src/lib.rs -E 'wilson' ;;
-    core-stream) run core-stream servebench-core crates/core/src/stream.rs "${core_tests[@]}" \
+    client-stream) run client-stream servebench-client crates/client/src/stream.rs "${client_tests[@]}" \
         -F 'WindowClock|on_event|usage_bound' -E 'delete field' ;;
     core-aggregate) run core-aggregate servebench-core crates/core/src/aggregate.rs "${core_tests[@]}" ;;
-    core-h1) run core-h1 servebench-core crates/core/src/h1.rs "${core_tests[@]}" \
+    client-h1) run client-h1 servebench-client crates/client/src/h1.rs "${client_tests[@]}" \
         -F 'to_instant|recv|enable|ReadDelay' ;;
     *) echo "unknown scope $1" >&2; exit 2 ;;
     esac
 }
 
 if [ $# -eq 0 ]; then
-    set -- sse-tracker sse-framer sse-decode stats core-stream core-aggregate core-h1
+    set -- sse-tracker sse-framer sse-decode stats client-stream core-aggregate client-h1
 fi
 for s in "$@"; do scope "$s"; done

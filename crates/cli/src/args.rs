@@ -6,9 +6,10 @@ use std::time::Duration;
 use anyhow::{anyhow, Context as _};
 use clap::{Args, Parser, Subcommand, ValueEnum};
 use serde_json::json;
+use servebench_client::{Endpoint, Target, TargetError};
 use servebench_core::plan::{parse_concurrency, parse_contexts};
 use servebench_core::prompt::CalibrationCache;
-use servebench_core::{Endpoint, RunConfig, Target, TargetingMode};
+use servebench_core::{RunConfig, TargetingMode};
 use servebench_sim::{Sim, SimConfig};
 
 /// A bad flag or flag value. `main` exits with code 2 for it, as clap does for flags it cannot
@@ -209,13 +210,15 @@ impl TargetArgs {
     ) -> anyhow::Result<(Target, Option<Sim>)> {
         let (key, endpoint) = (self.key(), self.endpoint());
         if let Some(url) = &self.url {
-            return Ok((Target::from_url(url, key, endpoint).map_err(usage)?, None));
+            let t = Target::from_url(url, key, endpoint)
+                .map_err(|e| usage(anyhow!(target_message(&e, "--url"))))?;
+            return Ok((t, None));
         }
         if !self.is_embedded() {
             let host = self.host.clone().unwrap_or_else(|| "127.0.0.1".into());
             return Ok((
                 Target::from_host_port(&host, self.port.unwrap_or(8000), key, endpoint)
-                    .map_err(usage)?,
+                    .map_err(|e| usage(anyhow!(target_message(&e, "--host"))))?,
                 None,
             ));
         }
@@ -616,6 +619,23 @@ pub fn probe_error(e: &servebench_core::probe::ProbeError) -> anyhow::Error {
     }
 }
 
+/// A refused target, worded with the flag its value came from (`--url` or `--host`).
+pub fn target_message(e: &TargetError, flag: &str) -> String {
+    match e {
+        TargetError::Scheme { url } => {
+            format!("{flag} {url:?} must start with http:// or https://")
+        }
+        TargetError::NoHost { url } => format!("{flag} {url:?} has no host"),
+        TargetError::Port { url, port } => {
+            format!("{flag} {url:?} has an invalid port {port:?}")
+        }
+        TargetError::EmptyHost => format!("{flag} is empty"),
+        TargetError::HostWithPath { host } => {
+            format!("{flag} {host:?} contains a path; use --url for URLs with paths")
+        }
+    }
+}
+
 /// The flag of a setting a resume compares ([`servebench_core::resume::Setting`]).
 pub fn setting_flag(s: servebench_core::resume::Setting) -> &'static str {
     use servebench_core::resume::Setting as S;
@@ -688,5 +708,26 @@ mod tests {
                 "{s:?}: servebench run has no {flag}"
             );
         }
+    }
+
+    /// A refused target names the flag its value came from, and the value.
+    #[test]
+    fn target_errors_name_the_flag_they_came_from() {
+        use servebench_client::{Endpoint, Target};
+        let e = Target::from_url("ftp://h", None, Endpoint::Chat).unwrap_err();
+        assert_eq!(
+            super::target_message(&e, "--url"),
+            r#"--url "ftp://h" must start with http:// or https://"#
+        );
+        // a URL given as --host is worded with --host
+        let e = Target::from_host_port("http://h:x", 1, None, Endpoint::Chat).unwrap_err();
+        assert_eq!(
+            super::target_message(&e, "--host"),
+            r#"--host "http://h:x" has an invalid port "x""#
+        );
+        let e = Target::from_host_port(" ", 1, None, Endpoint::Chat).unwrap_err();
+        assert_eq!(super::target_message(&e, "--host"), "--host is empty");
+        let e = Target::from_host_port("h/x", 1, None, Endpoint::Chat).unwrap_err();
+        assert!(super::target_message(&e, "--host").starts_with(r#"--host "h/x" contains a path"#));
     }
 }

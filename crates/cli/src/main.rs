@@ -213,8 +213,11 @@ fn run_error(e: servebench_core::RunError) -> anyhow::Error {
             detail,
         } => anyhow::anyhow!(
             "probe_timeout: the {what} got no answer within {} (--probe-timeout): {detail}",
-            servebench_core::timeouts::format_secs(limit.as_secs_f64())
+            servebench_client::timeouts::format_secs(limit.as_secs_f64())
         ),
+        servebench_core::RunError::ProbeUnanswered { limit, .. } => {
+            anyhow::anyhow!("{e} (set by {})", fault_args::limit_flag(limit))
+        }
         e => anyhow::anyhow!(e),
     }
 }

@@ -12,11 +12,12 @@ use std::time::{Duration, Instant};
 
 use anyhow::{bail, Context as _};
 use clap::Args;
+use servebench_client::{Endpoint, HttpClient, Target};
 use servebench_core::cell::{run_sustained_cell, CellJob, CellSettings};
 use servebench_core::plan::CellSpec;
 use servebench_core::procstat::{process_cpu_seconds, resident_bytes};
 use servebench_core::prompt::{build_input, streaming_payload, RequestOptions};
-use servebench_core::{Endpoint, EventSink, HttpClient, Target};
+use servebench_core::EventSink;
 use tokio_util::sync::CancellationToken;
 
 /// Flags of `servebench selftest`.
@@ -65,11 +66,11 @@ async fn transport_floor(
         tasks.push(tokio::spawn(async move {
             let mut buf = Vec::with_capacity(16 * 1024);
             while !stop.is_cancelled() {
-                let Ok(conn) = servebench_core::h1::H1Conn::connect(&ep).await else {
+                let Ok(conn) = servebench_client::h1::H1Conn::connect(&ep).await else {
                     return;
                 };
                 let Ok((mut s, _)) =
-                    servebench_core::h1::start(&ep, conn, Endpoint::Chat.path(), &body, false)
+                    servebench_client::h1::start(&ep, conn, Endpoint::Chat.path(), &body, false)
                         .await
                 else {
                     return;

@@ -298,7 +298,7 @@ fn invalid_flags_fail_with_one_clear_line() {
     out.runtime_error(2, &["--duration"]);
 
     let out = b.run_env(&["run", "--url", "ftp://x"], &[], QUICK_TIMEOUT);
-    out.runtime_error(2, &["ftp://x", "http://"]);
+    out.runtime_error(2, &["--url", "ftp://x", "http://"]);
 
     // None of them got as far as writing results.
     assert!(!b.path("benchmark_results.json").exists());

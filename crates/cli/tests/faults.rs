@@ -174,7 +174,7 @@ fn hang_before_headers_fails_the_cell() {
     assert!(c["status_reason"]
         .as_str()
         .unwrap()
-        .contains("--first-byte-timeout"));
+        .contains("(first-byte timeout)"));
     assert!(r.elapsed < Duration::from_secs(15), "{}", r.dump());
 }
 
@@ -195,7 +195,7 @@ fn hang_after_headers_fails_on_the_first_token_deadline() {
     assert!(c["status_reason"]
         .as_str()
         .unwrap()
-        .contains("--first-token-timeout"));
+        .contains("(first-token timeout;"));
     assert!(r.elapsed < Duration::from_secs(15), "{}", r.dump());
 }
 
@@ -226,7 +226,7 @@ fn stall_mid_stream_hits_the_idle_timeout() {
     assert!(c["status_reason"]
         .as_str()
         .unwrap()
-        .contains("--stream-idle-timeout"));
+        .contains("(stream idle timeout)"));
     assert!(r.elapsed < Duration::from_secs(15), "{}", r.dump());
 }
 

@@ -22,15 +22,15 @@ use tokio_util::sync::CancellationToken;
 
 use crate::aggregate::RequestStats;
 use crate::events::{CellProgress, EventSink, Phase, RunEvent};
-use crate::failure::FirstFailure;
 use crate::load::scout::{scout_failure_reason, Scout, INTERRUPTED_REASON};
+use crate::load::FirstFailure;
 use crate::load::{same_body, BodyFn, Load, LoadPattern, LoadSpec, RequestOutcome};
 use crate::measure::{CellMeasurement, RequestCounts, ServerEvidence, Verdict, WindowTotals};
 use crate::plan::CellSpec;
 use crate::plausibility::{check_requests, RequestFacts};
-use crate::stream::StreamFacts;
-use crate::target::HttpClient;
 use crate::telemetry::{ClientWindow, Occupancy, Sampler, ServerSample, Telemetry, TimedScrape};
+use servebench_client::stream::StreamFacts;
+use servebench_client::target::HttpClient;
 
 /// Scrape period while a burst runs.
 const SAMPLE_EVERY: Duration = Duration::from_millis(500);
@@ -380,7 +380,7 @@ fn finish(
             },
         }
     });
-    let max_tokens = crate::timeouts::body_max_tokens(&job.body).unwrap_or(0);
+    let max_tokens = servebench_client::timeouts::body_max_tokens(&job.body).unwrap_or(0);
     let checks: Vec<RequestFacts> = records
         .iter()
         .zip(&facts)

@@ -40,10 +40,10 @@ use tokio_util::sync::CancellationToken;
 
 use crate::aggregate::RequestStats;
 use crate::events::{CellProgress, EventSink, LiveFeed, Phase, RunEvent};
-use crate::failure::FirstFailure;
 use crate::load::readiness::{Decision, Observation, Readiness, ReadinessRules};
 use crate::load::scout::{scout, scout_failure_reason, Scout, INTERRUPTED_REASON};
 use crate::load::window::{Window, WindowStep, WindowTally};
+use crate::load::FirstFailure;
 use crate::load::{same_body, BodyFn, Load, LoadPattern, LoadSpec};
 use crate::measure::{
     CellMeasurement, ClientLoad, ReadyFields, RequestCounts, ServerEvidence, Verdict, WindowTotals,
@@ -53,9 +53,9 @@ use crate::plausibility::{
     analyze_stalls, check_requests, stall_finding, RequestFacts, StallInput,
 };
 use crate::procstat::process_cpu_seconds;
-use crate::stream::{StreamOutcome, WindowClock};
-use crate::target::HttpClient;
 use crate::telemetry::{ClientWindow, Occupancy, Sampler, ServerSample, Telemetry, TimedScrape};
+use servebench_client::stream::{StreamOutcome, WindowClock};
+use servebench_client::target::HttpClient;
 /// Margin between the readiness decision and the window start (see [`WindowClock::open_after`]).
 const WINDOW_MARGIN: Duration = Duration::from_millis(20);
 /// Monitor tick.

@@ -11,8 +11,8 @@ use servebench_results::{CellResult, DecodeMode, PrefillRow, Results};
 use tokio::sync::mpsc::UnboundedSender;
 use tokio_util::sync::CancellationToken;
 
-use crate::stream::StreamOutcome;
 use crate::telemetry::ServerSample;
+use servebench_client::stream::StreamOutcome;
 
 /// Where a cell is in its life.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -432,7 +432,7 @@ impl LiveFeed {
             return;
         }
         let mut done = Vec::new();
-        let mut delay = crate::h1::ReadDelay::default();
+        let mut delay = servebench_client::h1::ReadDelay::default();
         for out in outcomes.iter().skip(self.seen) {
             let r = &out.record;
             delay.merge(&out.read_delay);

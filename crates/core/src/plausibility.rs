@@ -7,12 +7,12 @@
 //! * **Completion tokens above `max_tokens`** (any request of the cell, final count): invalid
 //!   `completion_above_max_tokens`.
 //! * **A server that ignores `max_tokens`**: a stream whose counted tokens pass
-//!   [`max_tokens_cut`] (2 × max_tokens + 16) is cut at once, so an endless stream ends; the
+//!   [`max_tokens_cut`](servebench_client::stream::max_tokens_cut) (2 × max_tokens + 16) is cut at once, so an endless stream ends; the
 //!   request fails with `max_tokens_ignored` and the cell is invalid.
 //! * **Usage faster than the stream**: a request whose counted tokens ever exceed
 //!   [`MAX_TOKENS_PER_EVENT`] (64) × its token-carrying events so far (token events and chunks
 //!   whose usage grew) plus one token per byte of text received
-//!   ([`crate::stream::usage_bound`]): invalid `usage_implausible`. Speculative decoding / MTP
+//!   ([`servebench_client::stream::usage_bound`]): invalid `usage_implausible`. Speculative decoding / MTP
 //!   chunks carry a few tokens each (num_speculative_tokens + 1, typically ≤ 8), far below the
 //!   bound; a server that merges many tokens' deltas into one chunk when it falls behind (vLLM
 //!   under load) sends their text with them, which the per-byte allowance covers.
@@ -33,18 +33,13 @@
 //!   stalls are real server behaviour (an engine starved of CPU pauses all its streams) and stay
 //!   a warning with `stall_fraction`.
 //! * **Plain JSON answer to `stream: true`** and the timeouts are request failures
-//!   ([`crate::failure::FailureKind`]) that invalidate the cell through the usual path.
+//!   ([`FailureKind`]) that invalidate the cell through the usual path.
 
-use std::time::{Duration, Instant};
+use std::time::Instant;
 
-use servebench_results::{format_context, CellResult, CellStatus};
+use servebench_client::stream::{MAX_TOKENS_PER_EVENT, STALL_FLOOR};
+use servebench_results::{format_context, CellResult, CellStatus, FailureKind};
 
-use crate::failure::FailureKind;
-
-/// Bound on tokens per token event (see the module docs).
-pub const MAX_TOKENS_PER_EVENT: u64 = 64;
-/// Silences shorter than this are never stalls (and are not recorded).
-pub const STALL_FLOOR: Duration = Duration::from_secs(1);
 /// A stall is a silence longer than this many typical chunk gaps.
 pub const STALL_FACTOR: f64 = 10.0;
 /// Stalled share of the window's stream-time above which a cell is invalid.
@@ -53,11 +48,6 @@ pub const STALL_INVALID_FRACTION: f64 = 0.5;
 pub const TRUNCATION_RATIO: f64 = 0.5;
 /// Relative difference of measured prompt tokens and requested context that is flagged.
 pub const CONTEXT_TOLERANCE: f64 = 0.05;
-
-/// Counted tokens above which a stream is cut as ignoring `max_tokens`: 2 × max_tokens + 16.
-pub fn max_tokens_cut(max_tokens: u64) -> u64 {
-    max_tokens.saturating_mul(2).saturating_add(16)
-}
 
 /// One check's outcome.
 #[derive(Clone, Debug, PartialEq)]
@@ -241,7 +231,7 @@ pub struct StallInput<'a> {
     pub token_events_span: Option<(Instant, Instant)>,
     /// Token events.
     pub token_events: u64,
-    /// Silences over [`STALL_FLOOR`] (see [`crate::stream::StreamFacts::long_gaps`]).
+    /// Silences over [`STALL_FLOOR`] (see [`servebench_client::stream::StreamFacts::long_gaps`]).
     pub long_gaps: &'a [(Instant, Instant)],
 }
 
@@ -335,6 +325,8 @@ pub fn stall_finding(st: &StallStats) -> Option<Finding> {
 
 #[cfg(test)]
 mod tests {
+    use std::time::Duration;
+
     use super::*;
 
     fn ms(t0: Instant, v: u64) -> Instant {
@@ -343,7 +335,7 @@ mod tests {
 
     #[test]
     fn usage_bound_allows_merged_deltas_and_refuses_absurd_usage() {
-        use crate::stream::usage_bound;
+        use servebench_client::stream::usage_bound;
         // vLLM under load: 256 tokens merged into 2 chunks that carry their text (~4 bytes/token)
         assert!(usage_bound(2, 1_000) >= 256);
         // speculative chunks: 8 tokens per event, little text
@@ -417,7 +409,6 @@ mod tests {
             usage_jump: None,
         };
         assert!(check_requests(&[spec], 32).is_empty());
-        assert_eq!(max_tokens_cut(32), 80);
     }
 
     #[test]

@@ -23,8 +23,8 @@ use servebench_results::{CellStatus, JsonObject, PrefillMethod, PrefillRow};
 use servebench_sse::RequestRecord;
 use tokio_util::sync::CancellationToken;
 
-use crate::target::HttpClient;
 use crate::telemetry::Telemetry;
+use servebench_client::target::HttpClient;
 
 /// Which number heads a prefill row.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]

@@ -18,8 +18,8 @@ use servebench_metrics::{
     TgiInfo,
 };
 
-use crate::error::HttpError;
-use crate::target::{HttpClient, PROBE_TIMEOUT};
+use servebench_client::target::{HttpClient, PROBE_TIMEOUT};
+use servebench_client::HttpError;
 
 /// Timeout of the optional info endpoints (a proxy may hang on unknown paths).
 const INFO_TIMEOUT: Duration = Duration::from_secs(5);

@@ -22,8 +22,8 @@ use rand::{Rng, SeedableRng};
 use serde::{Deserialize, Serialize};
 use serde_json::{json, Value};
 
-use crate::error::HttpError;
-use crate::target::{Endpoint, HttpClient};
+use servebench_client::target::{Endpoint, HttpClient};
+use servebench_client::HttpError;
 
 /// Padding sentences (our own text): cycled and joined with spaces to build reference documents.
 pub const PADDING_SENTENCES: [&str; 20] = [
@@ -305,7 +305,7 @@ pub async fn tokenize_count(
 }
 
 /// Prompt tokens the server reports for one non-streaming `max_tokens: 1` request, within
-/// `--probe-timeout` plus the first-token scaling for its size ([`crate::timeouts`]).
+/// `--probe-timeout` plus the first-token scaling for its size ([`servebench_client::timeouts`]).
 pub async fn usage_prompt_tokens(
     client: &HttpClient,
     model: &str,
@@ -317,17 +317,16 @@ pub async fn usage_prompt_tokens(
         Endpoint::Chat => body["messages"] = input.value.clone(),
         Endpoint::Completions => body["prompt"] = input.value.clone(),
     }
-    let v = client
-        .post_json(
-            endpoint.path(),
-            &body,
-            Some(
-                client
-                    .policy()
-                    .probe_for(crate::timeouts::estimate_prompt_tokens(input.padding_chars)),
-            ),
-        )
-        .await?;
+    let v =
+        client
+            .post_json(
+                endpoint.path(),
+                &body,
+                Some(client.policy().probe_for(
+                    servebench_client::timeouts::estimate_prompt_tokens(input.padding_chars),
+                )),
+            )
+            .await?;
     v.pointer("/usage/prompt_tokens")
         .and_then(Value::as_u64)
         .ok_or_else(|| HttpError::Body {

@@ -13,13 +13,16 @@
 //! stopped ([`crate::events::StopCause`]); finished cells are kept.
 //!
 //! Core texts never name command-line flags: a failed startup probe is a typed
-//! [`RunError::ProbeTimeout`] that the CLI words with its flag.
+//! [`RunError::ProbeTimeout`] or [`RunError::ProbeUnanswered`] that the CLI words with its flag.
 
 use std::collections::BTreeMap;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use serde_json::{json, Value};
+use servebench_client::stream::{run_probe, run_single};
+use servebench_client::timeouts::{format_secs, Limit, RequestClass, RequestPolicy};
+use servebench_client::{Endpoint, HttpClient, Target};
 use servebench_results::{
     format_context, AggregateSource, BenchmarkMode, BurstE2eStatus, CellResult, CellStatus,
     DecodeMode, FailureKind, JsonObject, LayerMethod, Metadata, Methodology, PrefillMethod,
@@ -45,10 +48,7 @@ use crate::prompt::{
     CalibrationEntry, PromptInput, RequestOptions, SizedPrompt, Targeting,
 };
 use crate::resume::Resume;
-use crate::stream::{run_probe, run_single};
-use crate::target::{HttpClient, Target};
 use crate::telemetry::Telemetry;
-use crate::timeouts::RequestPolicy;
 
 /// How prompts are sized.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
@@ -174,7 +174,7 @@ pub struct RunConfig {
     pub burst: BurstConfig,
     /// Snapshot of the arguments for `startup_diagnostics.args`.
     pub args_snapshot: Value,
-    /// Timeouts on every wait and the HTTP 429 retry policy ([`crate::timeouts`]).
+    /// Timeouts on every wait and the HTTP 429 retry policy ([`servebench_client::timeouts`]).
     pub policy: RequestPolicy,
     /// `--request-rate` / `--rate-search`: open-loop rows ([`crate::rate`]) instead of the
     /// concurrency matrix; `None` = the matrix.
@@ -196,13 +196,24 @@ pub enum RunError {
     Probe(#[from] crate::probe::ProbeError),
     /// A startup request got no answer within the probe timeout ([`RequestPolicy::probe`]);
     /// the CLI names its flag.
-    #[error("probe_timeout: the {what} got no answer within {}: {detail}", crate::timeouts::format_secs(.limit.as_secs_f64()))]
+    #[error("probe_timeout: the {what} got no answer within {}: {detail}", format_secs(.limit.as_secs_f64()))]
     ProbeTimeout {
         /// The request, in words.
         what: String,
         /// The probe timeout that passed.
         limit: Duration,
         /// The HTTP error.
+        detail: String,
+    },
+    /// A startup streaming probe (the decode JIT probe, the health probe) was accepted but passed
+    /// a deadline; the CLI names the flag of `limit`.
+    #[error("the server accepted the {what} but did not answer it: {detail}")]
+    ProbeUnanswered {
+        /// The request, in words.
+        what: String,
+        /// The deadline that passed.
+        limit: Limit,
+        /// The request's failure text (names the limit in words).
         detail: String,
     },
 }
@@ -578,11 +589,11 @@ impl Ctx<'_> {
     /// The body of the decode JIT probe (64 tokens, the model's own stop).
     fn jit_body(&self) -> bytes::Bytes {
         let input = match self.cfg.target.endpoint {
-            crate::target::Endpoint::Chat => PromptInput {
+            Endpoint::Chat => PromptInput {
                 value: json!([{"role": "user", "content": JIT_PROBE_PROMPT}]),
                 padding_chars: 0,
             },
-            crate::target::Endpoint::Completions => PromptInput {
+            Endpoint::Completions => PromptInput {
                 value: Value::String(format!("{JIT_PROBE_PROMPT}\n")),
                 padding_chars: 0,
             },
@@ -602,9 +613,17 @@ impl Ctx<'_> {
         match (out.record.error, out.facts.kind) {
             (Some(e), Some(k)) if k.is_timeout() && !self.cancel.is_cancelled() => {
                 self.events.log(format!("{what} failed: {e}"));
-                Err(RunError::Startup(format!(
-                    "the server accepted the {what} but did not answer it: {e}"
-                )))
+                let limits = self.client.policy().limits(RequestClass::Probe, 0, 1);
+                match limits.limit_of(k) {
+                    Some(limit) => Err(RunError::ProbeUnanswered {
+                        what: what.to_string(),
+                        limit,
+                        detail: e,
+                    }),
+                    None => Err(RunError::Startup(format!(
+                        "the server accepted the {what} but did not answer it: {e}"
+                    ))),
+                }
             }
             (Some(e), _) if !self.cancel.is_cancelled() => {
                 self.events.log(format!("warning: {what} failed: {e}"));
@@ -1864,7 +1883,7 @@ async fn size_prompts(
 async fn tokenize_available(
     client: &HttpClient,
     model: &str,
-    endpoint: crate::target::Endpoint,
+    endpoint: Endpoint,
     run_id: &str,
     events: &EventSink,
 ) -> bool {
@@ -1872,10 +1891,10 @@ async fn tokenize_available(
     match tokenize_count(client, model, endpoint, &probe).await {
         Ok(_) => true,
         Err(e) => {
-            if crate::failure::of_http(&e) == FailureKind::RequestTimeout {
+            if servebench_client::failure::of_http(&e) == FailureKind::RequestTimeout {
                 events.log(format!(
                     "startup warning: /tokenize did not answer within {} (the probe timeout); sizing prompts by the estimate",
-                    crate::timeouts::format_secs(client.policy().probe.as_secs_f64())
+                    format_secs(client.policy().probe.as_secs_f64())
                 ));
             }
             false
@@ -1888,7 +1907,7 @@ async fn tokenize_available(
 async fn size_all_exact(
     client: &HttpClient,
     info: &ServerInfo,
-    endpoint: crate::target::Endpoint,
+    endpoint: Endpoint,
     run_id: &str,
     nonzero: &[u64],
     events: &EventSink,
@@ -1978,7 +1997,7 @@ async fn estimate_targeting(
         }
         Err(e)
             if e.overhead_request
-                && crate::failure::of_http(&e.error) == FailureKind::RequestTimeout =>
+                && servebench_client::failure::of_http(&e.error) == FailureKind::RequestTimeout =>
         {
             events.log(format!("startup calibration failed: {e}"));
             Err(RunError::ProbeTimeout {

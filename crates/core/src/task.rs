@@ -51,8 +51,8 @@ use crate::error::ConfigError;
 use crate::events::EventSink;
 use crate::load::{Load, LoadPattern, LoadSpec};
 use crate::probe::probe_server;
-use crate::stream::StreamOutcome;
-use crate::target::{Endpoint, HttpClient, Target};
+use servebench_client::stream::StreamOutcome;
+use servebench_client::target::{Endpoint, HttpClient, Target};
 
 /// z of the two-sided 95 % Wilson interval.
 const Z95: f64 = 1.959_963_984_540_054;

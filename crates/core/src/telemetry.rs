@@ -19,7 +19,7 @@ use servebench_metrics::{window_stats, Concept, Engine, Scrape};
 use servebench_results::{CellResult, ServerScrapes};
 
 use crate::probe::scrape_metrics;
-use crate::target::HttpClient;
+use servebench_client::target::HttpClient;
 
 /// Scrape timeout.
 pub const SCRAPE_TIMEOUT: Duration = Duration::from_secs(5);

@@ -14,9 +14,10 @@
 use std::sync::Arc;
 use std::time::Duration;
 
+use servebench_client::{Endpoint, Target};
 use servebench_core::prompt::CalibrationCache;
 use servebench_core::runner::{BurstConfig, PrefillConfig, RunConfig, TargetingMode};
-use servebench_core::{run, Endpoint, EventSink, Target};
+use servebench_core::{run, EventSink};
 use servebench_results::{CellStatus, Results};
 use servebench_sim::{RequestTruth, Sim, SimConfig};
 use tokio_util::sync::CancellationToken;

@@ -19,12 +19,13 @@
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
+use servebench_client::{Endpoint, HttpClient, Target};
 use servebench_core::load::RequestOutcome;
 use servebench_core::prompt::{build_input, streaming_payload, RequestOptions};
 use servebench_core::rate::arrival::Arrival;
 use servebench_core::rate::slo::parse_slos;
 use servebench_core::rate::{measure_row, RateConfig, RateJob};
-use servebench_core::{Endpoint, EventSink, HttpClient, Target};
+use servebench_core::EventSink;
 use servebench_results::{CellStatus, RateRow};
 use servebench_sim::{RequestTruth, Sim, SimConfig};
 use tokio_util::sync::CancellationToken;

@@ -13,10 +13,11 @@
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
+use servebench_client::{Endpoint, HttpClient, Target};
 use servebench_core::cell::{run_sustained_cell, CellJob, CellOutcome, CellSettings};
 use servebench_core::plan::CellSpec;
 use servebench_core::prompt::{build_input, streaming_payload, RequestOptions};
-use servebench_core::{Endpoint, EventSink, HttpClient, Target};
+use servebench_core::EventSink;
 use servebench_results::CellStatus;
 use servebench_sim::{tokens_emitted_between, RequestTruth, Sim, SimConfig};
 use tokio_util::sync::CancellationToken;

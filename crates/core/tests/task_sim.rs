@@ -15,8 +15,9 @@
 use std::collections::HashMap;
 use std::sync::Arc;
 
+use servebench_client::{Endpoint, Target};
 use servebench_core::task::{run_task, TaskConfig, TaskItem, TaskResults, TASK_SCHEMA_JSON};
-use servebench_core::{Endpoint, EventSink, Target};
+use servebench_core::EventSink;
 use servebench_sim::{RequestTruth, Sim, SimConfig};
 use servebench_stats::{wilson_interval, Summary};
 use tokio_util::sync::CancellationToken;

@@ -29,10 +29,11 @@ use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
+use servebench_client::{Endpoint, Target};
 use servebench_core::events::{Phase, RunEvent};
 use servebench_core::prompt::CalibrationCache;
 use servebench_core::runner::{BurstConfig, PrefillConfig, RunConfig, TargetingMode};
-use servebench_core::{run, Endpoint, EventSink, Target};
+use servebench_core::{run, EventSink};
 use servebench_results::{CellResult, CellStatus, Results};
 use servebench_sim::{EngineStats, Personality, Sim, SimConfig};
 use tokio_util::sync::CancellationToken;

@@ -33,10 +33,13 @@ use tokio::sync::{mpsc, Semaphore};
 use tokio::task::JoinHandle;
 use tokio_util::sync::CancellationToken;
 
-use crate::failure::FirstFailure;
-use crate::h1::H1Conn;
-use crate::stream::{run_stream, StreamHooks, StreamOutcome, WindowClock};
-use crate::target::HttpClient;
+use servebench_client::h1::H1Conn;
+use servebench_client::stream::{run_stream, StreamHooks, StreamOutcome, WindowClock};
+use servebench_client::HttpClient;
+use servebench_results::FailureKind;
+
+/// The first failure of a cell's requests: its text and kind.
+pub type FirstFailure = Option<(String, Option<FailureKind>)>;
 
 /// When the requests of a load go out.
 #[derive(Clone, Debug, PartialEq)]

@@ -7,8 +7,8 @@ use bytes::Bytes;
 use tokio_util::sync::CancellationToken;
 
 use super::{same_body, Load, LoadPattern, LoadSpec};
-use crate::stream::StreamOutcome;
-use crate::target::HttpClient;
+use servebench_client::stream::StreamOutcome;
+use servebench_client::target::HttpClient;
 
 /// Status reason of a cell interrupted by the user.
 pub const INTERRUPTED_REASON: &str =
@@ -55,7 +55,7 @@ pub async fn single(
     match report.outcomes.into_iter().next() {
         Some(o) => o.stream,
         // Cancelled before the worker took the request.
-        None => crate::stream::cancelled_outcome(),
+        None => servebench_client::stream::cancelled_outcome(),
     }
 }
 

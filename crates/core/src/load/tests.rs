@@ -2,7 +2,7 @@
 //! loop send times against the schedule, no arrival dropped under a cap, stop on failure.
 
 use super::*;
-use crate::target::{Endpoint, Target};
+use servebench_client::target::{Endpoint, Target};
 use servebench_sim::{Sim, SimConfig};
 
 fn sim(cfg: SimConfig) -> Sim {

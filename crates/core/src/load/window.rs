@@ -2,10 +2,10 @@
 //!
 //! * [`Window`]: the measured interval; it opens a margin after readiness (so every token event
 //!   at or after its start is classified by a stream that already sees it,
-//!   [`crate::stream::WindowClock`]) and closes at its end, on Ctrl-C or at the first failure
+//!   [`servebench_client::stream::WindowClock`]) and closes at its end, on Ctrl-C or at the first failure
 //!   ([`Window::step`]).
 //! * Per-request credit: each stream counts the tokens that *arrived* inside the window
-//!   ([`crate::stream::StreamOutcome::window_tokens`]; a request straddling an edge counts
+//!   ([`servebench_client::stream::StreamOutcome::window_tokens`]; a request straddling an edge counts
 //!   partially). [`WindowTally`] folds those credits and the facts of the requests whose
 //!   lifetime overlaps the window (`sent_at ≤ end` and `end_at ≥ start`), which are the ones the
 //!   request statistics use.
@@ -15,8 +15,8 @@ use std::time::{Duration, Instant};
 use servebench_results::AggregateSource;
 use servebench_sse::RequestRecord;
 
-use crate::h1::ReadDelay;
-use crate::stream::StreamOutcome;
+use servebench_client::h1::ReadDelay;
+use servebench_client::stream::StreamOutcome;
 
 /// The measured window, [start, end].
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]

@@ -31,9 +31,9 @@ use tokio_util::sync::CancellationToken;
 
 use crate::events::EventSink;
 use crate::load::{Load, LoadPattern, LoadSpec, RequestOutcome};
-use crate::target::HttpClient;
 use arrival::{schedule, Arrival, Span};
 use search::{RateSearcher, SearchSettings};
+use servebench_client::target::HttpClient;
 use slo::{check_percentile, RequestValues, Slo};
 
 /// The open-loop layer's settings (built by the CLI from `--request-rate` and friends).

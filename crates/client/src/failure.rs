@@ -7,9 +7,6 @@
 
 use crate::error::HttpError;
 
-/// The first failure of a cell's requests: its text and kind.
-pub type FirstFailure = Option<(String, Option<FailureKind>)>;
-
 /// Why a request failed or a cell is not trustworthy: the typed kind that goes into the
 /// results (`error_kind`, `warning_kinds`) as it is.
 pub use servebench_results::FailureKind;

@@ -4,13 +4,16 @@
 //! answering ends the request (and the cell) with a typed reason in bounded time instead of
 //! hanging the run:
 //!
-//! | phase | deadline | flag | reason |
+//! | phase | deadline ([`RequestPolicy`] field) | [`Limit`] | reason |
 //! |---|---|---|---|
-//! | request sent → response head (status line and headers) | the first-token timeout unless set | `--first-byte-timeout` | `first_byte_timeout` |
-//! | request sent → first output token | `--first-token-timeout` + `--first-token-timeout-per-1k` × prompt tokens in flight / 1000 | `--first-token-timeout` | `first_token_timeout` |
-//! | after the first token: no bytes at all (SSE comment pings count) | `--stream-idle-timeout` | `--stream-idle-timeout` | `stream_stalled` |
-//! | request sent → end of the response (off by default) | `--request-timeout` | `--request-timeout` | `request_timeout` |
-//! | startup probes (decode JIT probe, each `/tokenize` call, each calibration request) | `--probe-timeout` (calibration: + the per-1k scaling of its prompt) | `--probe-timeout` | `probe_timeout` |
+//! | request sent → response head (status line and headers) | `first_byte`; unset: the first-token deadline | [`Limit::FirstByte`], [`Limit::FirstByteFromFirstToken`] | `first_byte_timeout` |
+//! | request sent → first output token | `first_token` + `first_token_per_1k` × prompt tokens in flight / 1000 | [`Limit::FirstToken`] | `first_token_timeout` |
+//! | after the first token: no bytes at all (SSE comment pings count) | `stream_idle` | [`Limit::StreamIdle`] | `stream_stalled` |
+//! | request sent → end of the response (off by default) | `request` | [`Limit::Request`] | `request_timeout` |
+//! | startup probes (decode JIT probe, each `/tokenize` call, each calibration request) | `probe` (calibration: + the per-1k scaling of its prompt) | [`Limit::Probe`] | `probe_timeout` |
+//!
+//! A timeout's message (it becomes the cell's reason in the results) names its [`Limit`] in words
+//! ("stream idle timeout"), never a command-line flag; the CLI maps each [`Limit`] to its flag.
 //!
 //! **Prompt tokens in flight** = the request's prompt tokens × the requests the server may be
 //! prefilling at the same time (C for the streams of a cell, 1 for single requests): without a
@@ -20,19 +23,21 @@
 //! deadline errs long.
 //!
 //! The pure functions here are tested directly; [`crate::stream`] applies them to both transports.
+//! The defaults below are those of the CLI's flags.
 
 use std::time::{Duration, Instant};
 
 use crate::failure::FailureKind;
 
-/// Default `--probe-timeout`, s.
+/// Default probe timeout ([`RequestPolicy::probe`]), s.
 pub const DEFAULT_PROBE_TIMEOUT_S: f64 = 30.0;
-/// Default `--first-token-timeout` (the base of the scaled deadline), s.
+/// Default first-token timeout ([`RequestPolicy::first_token`], the base of the scaled
+/// deadline), s.
 pub const DEFAULT_FIRST_TOKEN_TIMEOUT_S: f64 = 60.0;
-/// Default `--first-token-timeout-per-1k`: added per 1,000 prompt tokens in flight, s (assumes a
-/// prefill of at least 500 tok/s; raise it for CPU servers).
+/// Default [`RequestPolicy::first_token_per_1k`]: added per 1,000 prompt tokens in flight, s
+/// (assumes a prefill of at least 500 tok/s; raise it for CPU servers).
 pub const DEFAULT_FIRST_TOKEN_PER_1K_S: f64 = 2.0;
-/// Default `--stream-idle-timeout`, s.
+/// Default stream idle timeout ([`RequestPolicy::stream_idle`]), s.
 pub const DEFAULT_STREAM_IDLE_TIMEOUT_S: f64 = 60.0;
 /// Longest wait honoured from a `Retry-After` header, s.
 pub const MAX_RETRY_AFTER_S: f64 = 60.0;
@@ -42,21 +47,22 @@ pub const MAX_BACKOFF_S: f64 = 30.0;
 /// How requests wait and retry. One per run, carried by [`crate::target::HttpClient`].
 #[derive(Clone, Copy, Debug, PartialEq)]
 pub struct RequestPolicy {
-    /// `--probe-timeout`: each startup probe request.
+    /// Each startup probe request ([`Limit::Probe`]).
     pub probe: Duration,
-    /// `--first-byte-timeout`: request sent → response head; `None` = the request's first-token
-    /// deadline (headers may legitimately arrive only with the first token).
+    /// Request sent → response head ([`Limit::FirstByte`]); `None` = the request's first-token
+    /// deadline ([`Limit::FirstByteFromFirstToken`]: headers may legitimately arrive only with
+    /// the first token).
     pub first_byte: Option<Duration>,
-    /// `--first-token-timeout`: the base of the first-token deadline.
+    /// The base of the first-token deadline ([`Limit::FirstToken`]).
     pub first_token: Duration,
-    /// `--first-token-timeout-per-1k`: added per 1,000 prompt tokens in flight.
+    /// Added to the first-token deadline per 1,000 prompt tokens in flight.
     pub first_token_per_1k: Duration,
-    /// `--stream-idle-timeout`: after the first token, the longest time without any byte;
+    /// After the first token, the longest time without any byte ([`Limit::StreamIdle`]);
     /// `None` = off.
     pub stream_idle: Option<Duration>,
-    /// `--request-timeout`: whole-request ceiling; `None` = off (the default).
+    /// Whole-request ceiling ([`Limit::Request`]); `None` = off (the default).
     pub request: Option<Duration>,
-    /// `--max-retries`: retries of a request answered with HTTP 429 (0 = fail at once).
+    /// Retries of a request answered with HTTP 429 (0 = fail at once).
     pub max_retries: u32,
 }
 
@@ -90,13 +96,66 @@ pub fn body_max_tokens(body: &[u8]) -> Option<u64> {
     std::str::from_utf8(&rest[..digits]).ok()?.parse().ok()
 }
 
+/// A deadline of a [`RequestPolicy`], named in words without the command line's flags (the CLI
+/// maps each to its flag). A timeout's message names the limit that passed.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub enum Limit {
+    /// [`RequestPolicy::probe`]: startup probes.
+    Probe,
+    /// [`RequestPolicy::first_byte`], when set: request sent → response head.
+    FirstByte,
+    /// The first-byte deadline when [`RequestPolicy::first_byte`] is unset: the request's
+    /// first-token deadline.
+    FirstByteFromFirstToken,
+    /// [`RequestPolicy::first_token`] plus [`RequestPolicy::first_token_per_1k`] per 1,000 prompt
+    /// tokens in flight: request sent → first output token.
+    FirstToken,
+    /// [`RequestPolicy::stream_idle`]: after the first token, the longest time without bytes.
+    StreamIdle,
+    /// [`RequestPolicy::request`]: the whole request.
+    Request,
+}
+
+impl Limit {
+    /// Every limit, in the order of the module docs' table.
+    pub const ALL: [Limit; 6] = [
+        Limit::FirstByte,
+        Limit::FirstByteFromFirstToken,
+        Limit::FirstToken,
+        Limit::StreamIdle,
+        Limit::Request,
+        Limit::Probe,
+    ];
+
+    /// The limit in words, as timeout messages name it.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Limit::Probe => "probe timeout",
+            Limit::FirstByte => "first-byte timeout",
+            Limit::FirstByteFromFirstToken => {
+                "first-byte timeout, by default the first-token timeout"
+            }
+            Limit::FirstToken => "first-token timeout",
+            Limit::StreamIdle => "stream idle timeout",
+            Limit::Request => "request timeout",
+        }
+    }
+}
+
+impl std::fmt::Display for Limit {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(self.as_str())
+    }
+}
+
 /// Which kind of request the deadlines are for.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
 pub enum RequestClass {
     /// A measured or warmup request (first byte / first token from the scaled rule).
     #[default]
     Normal,
-    /// A startup probe (decode JIT probe): first byte and first token within `--probe-timeout`.
+    /// A startup probe (decode JIT probe): first byte and first token within the probe timeout
+    /// ([`RequestPolicy::probe`]).
     Probe,
 }
 
@@ -111,10 +170,10 @@ pub struct RequestLimits {
     pub idle: Option<Duration>,
     /// Whole request (`None` = off).
     pub total: Option<Duration>,
-    /// Flag named in a first-byte timeout message.
-    pub first_byte_flag: &'static str,
-    /// Flag named in a first-token timeout message.
-    pub first_token_flag: &'static str,
+    /// The limit behind [`RequestLimits::first_byte`] (named in its timeout message).
+    pub first_byte_limit: Limit,
+    /// The limit behind [`RequestLimits::first_token`] (named in its timeout message).
+    pub first_token_limit: Limit,
     /// The prompt tokens in flight behind the first-token deadline (for the message).
     pub prompt_tokens_in_flight: u64,
 }
@@ -148,8 +207,8 @@ impl RequestPolicy {
                 first_token: self.probe,
                 idle: self.stream_idle,
                 total: self.request,
-                first_byte_flag: "--probe-timeout",
-                first_token_flag: "--probe-timeout",
+                first_byte_limit: Limit::Probe,
+                first_token_limit: Limit::Probe,
                 prompt_tokens_in_flight: tokens,
             },
             RequestClass::Normal => {
@@ -159,12 +218,12 @@ impl RequestPolicy {
                     first_token: ft,
                     idle: self.stream_idle,
                     total: self.request,
-                    first_byte_flag: if self.first_byte.is_some() {
-                        "--first-byte-timeout"
+                    first_byte_limit: if self.first_byte.is_some() {
+                        Limit::FirstByte
                     } else {
-                        "--first-byte-timeout (default: the first-token timeout)"
+                        Limit::FirstByteFromFirstToken
                     },
-                    first_token_flag: "--first-token-timeout / --first-token-timeout-per-1k",
+                    first_token_limit: Limit::FirstToken,
                     prompt_tokens_in_flight: tokens,
                 }
             }
@@ -209,28 +268,43 @@ impl RequestLimits {
         }
     }
 
-    /// The one-line message of a timeout of `kind` (names the phase and the flag).
+    /// The limit whose passing is a failure of `kind` (`None` for a kind that is no deadline of
+    /// these limits).
+    pub fn limit_of(&self, kind: FailureKind) -> Option<Limit> {
+        match kind {
+            FailureKind::FirstByteTimeout => Some(self.first_byte_limit),
+            FailureKind::FirstTokenTimeout => Some(self.first_token_limit),
+            FailureKind::StreamStalled => Some(Limit::StreamIdle),
+            FailureKind::RequestTimeout => Some(Limit::Request),
+            _ => None,
+        }
+    }
+
+    /// The one-line message of a timeout of `kind`: the phase, the time, and the [`Limit`] in
+    /// words (no command-line flag).
     pub fn message(&self, kind: FailureKind) -> String {
         let s = |d: Duration| format_secs(d.as_secs_f64());
         match kind {
             FailureKind::FirstByteTimeout => format!(
                 "first_byte_timeout: no response headers within {} of sending the request ({})",
                 s(self.first_byte),
-                self.first_byte_flag
+                self.first_byte_limit
             ),
             FailureKind::FirstTokenTimeout => format!(
                 "first_token_timeout: no output token within {} of sending the request ({}; ~{} prompt tokens in flight)",
                 s(self.first_token),
-                self.first_token_flag,
+                self.first_token_limit,
                 self.prompt_tokens_in_flight
             ),
             FailureKind::StreamStalled => format!(
-                "stream_stalled: no bytes for {} after the stream had started (--stream-idle-timeout)",
-                s(self.idle.unwrap_or_default())
+                "stream_stalled: no bytes for {} after the stream had started ({})",
+                s(self.idle.unwrap_or_default()),
+                Limit::StreamIdle
             ),
             FailureKind::RequestTimeout => format!(
-                "request_timeout: the request did not finish within {} (--request-timeout)",
-                s(self.total.unwrap_or_default())
+                "request_timeout: the request did not finish within {} ({})",
+                s(self.total.unwrap_or_default()),
+                Limit::Request
             ),
             other => other.as_str().to_string(),
         }
@@ -314,9 +388,70 @@ mod tests {
             ..l
         };
         assert!(off.body_deadline(t0, Some(ft), last).is_none());
-        assert!(l
-            .message(FailureKind::StreamStalled)
-            .contains("--stream-idle-timeout"));
+        assert_eq!(
+            l.message(FailureKind::StreamStalled),
+            "stream_stalled: no bytes for 5 s after the stream had started (stream idle timeout)"
+        );
+        assert_eq!(
+            l.message(FailureKind::RequestTimeout),
+            "request_timeout: the request did not finish within 100 s (request timeout)"
+        );
+    }
+
+    #[test]
+    fn each_timeout_names_its_limit_in_words() {
+        let set = RequestPolicy {
+            first_byte: Some(Duration::from_secs(2)),
+            ..Default::default()
+        };
+        let cases = [
+            (RequestPolicy::default(), RequestClass::Normal),
+            (set, RequestClass::Normal),
+            (RequestPolicy::default(), RequestClass::Probe),
+        ];
+        let expected = [
+            [
+                Limit::FirstByteFromFirstToken,
+                Limit::FirstToken,
+                Limit::StreamIdle,
+                Limit::Request,
+            ],
+            [
+                Limit::FirstByte,
+                Limit::FirstToken,
+                Limit::StreamIdle,
+                Limit::Request,
+            ],
+            [
+                Limit::Probe,
+                Limit::Probe,
+                Limit::StreamIdle,
+                Limit::Request,
+            ],
+        ];
+        let kinds = [
+            FailureKind::FirstByteTimeout,
+            FailureKind::FirstTokenTimeout,
+            FailureKind::StreamStalled,
+            FailureKind::RequestTimeout,
+        ];
+        for ((p, class), want) in cases.iter().zip(expected) {
+            let l = p.limits(*class, 300, 1);
+            for (k, limit) in kinds.iter().zip(want) {
+                assert_eq!(l.limit_of(*k), Some(limit), "{class:?} {k:?}");
+                let m = l.message(*k);
+                assert!(m.starts_with(k.as_str()), "{m}");
+                assert!(m.contains(&format!("({limit}")), "{m}");
+                assert!(!m.contains("--"), "{m}");
+            }
+            assert_eq!(l.limit_of(FailureKind::Connect), None);
+        }
+        assert_eq!(
+            RequestPolicy::default()
+                .limits(RequestClass::Probe, 0, 1)
+                .message(FailureKind::FirstByteTimeout),
+            "first_byte_timeout: no response headers within 30 s of sending the request (probe timeout)"
+        );
     }
 
     #[test]

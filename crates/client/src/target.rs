@@ -9,7 +9,7 @@ use std::time::Duration;
 use bytes::Bytes;
 use serde_json::Value;
 
-use crate::error::{summarize_error_body, ConfigError, HttpError};
+use crate::error::{summarize_error_body, HttpError};
 
 /// Which OpenAI-compatible API the benchmark requests use.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
@@ -39,6 +39,41 @@ impl Endpoint {
     }
 }
 
+/// Why a URL or host cannot be the server under test. Each variant carries the offending value;
+/// the text names no command-line flag (the CLI words it with the flag the value came from).
+#[derive(Clone, Debug, thiserror::Error, PartialEq, Eq)]
+pub enum TargetError {
+    /// The URL does not start with `http://` or `https://`.
+    #[error("the URL {url:?} must start with http:// or https://")]
+    Scheme {
+        /// The URL as given (trimmed).
+        url: String,
+    },
+    /// The URL has no host (`http://`, `http://:8000`).
+    #[error("the URL {url:?} has no host")]
+    NoHost {
+        /// The URL as given (trimmed).
+        url: String,
+    },
+    /// The URL's port is not a number from 0 to 65535.
+    #[error("the URL {url:?} has an invalid port {port:?}")]
+    Port {
+        /// The URL as given (trimmed).
+        url: String,
+        /// The text after the last `:` of the authority.
+        port: String,
+    },
+    /// The host is empty (or only whitespace).
+    #[error("the host is empty")]
+    EmptyHost,
+    /// A bare host (not a URL) that contains a `/`: paths need a full URL.
+    #[error("the host {host:?} contains a path; give a full URL for a target with a path")]
+    HostWithPath {
+        /// The host as given (trimmed).
+        host: String,
+    },
+}
+
 /// Where the server is and how to talk to it.
 #[derive(Clone, Debug, PartialEq)]
 pub struct Target {
@@ -57,22 +92,21 @@ impl Target {
     /// Target from a full URL (`http(s)://host[:port][/path]`). The path is kept; a trailing
     /// `/v1` or `/` is removed because servebench appends `/v1/...` itself.
     ///
-    /// Errors: a missing or unsupported scheme, an empty host.
+    /// Errors: a missing or unsupported scheme ([`TargetError::Scheme`]), no host
+    /// ([`TargetError::NoHost`]), a port that is not a `u16` ([`TargetError::Port`]).
     pub fn from_url(
         url: &str,
         api_key: Option<String>,
         endpoint: Endpoint,
-    ) -> Result<Target, ConfigError> {
+    ) -> Result<Target, TargetError> {
         let u = url.trim();
         let rest = u
             .strip_prefix("http://")
             .or_else(|| u.strip_prefix("https://"))
-            .ok_or_else(|| {
-                ConfigError::new(format!("--url {u:?} must start with http:// or https://"))
-            })?;
+            .ok_or_else(|| TargetError::Scheme { url: u.to_string() })?;
         let host = rest.split(['/', '?', '#']).next().unwrap_or("");
         if host.is_empty() || host.starts_with(':') {
-            return Err(ConfigError::new(format!("--url {u:?} has no host")));
+            return Err(TargetError::NoHost { url: u.to_string() });
         }
         if let Some(port) = host
             .rsplit_once(':')
@@ -80,9 +114,10 @@ impl Target {
             .filter(|p| !p.contains(']'))
         {
             if port.parse::<u16>().is_err() {
-                return Err(ConfigError::new(format!(
-                    "--url {u:?} has an invalid port {port:?}"
-                )));
+                return Err(TargetError::Port {
+                    url: u.to_string(),
+                    port: port.to_string(),
+                });
             }
         }
         let mut base = u.trim_end_matches('/').to_string();
@@ -97,17 +132,20 @@ impl Target {
         })
     }
 
-    /// Target from `--host` / `--port` like the seed tool: a host that is a URL keeps its path and
+    /// Target from a host and a port like the seed tool: a host that is a URL keeps its path and
     /// gets the port only when it has none; a bare host becomes `http://host:port`.
+    ///
+    /// Errors: an empty host ([`TargetError::EmptyHost`]), a bare host with a path
+    /// ([`TargetError::HostWithPath`]), and those of [`Target::from_url`] for a URL.
     pub fn from_host_port(
         host: &str,
         port: u16,
         api_key: Option<String>,
         endpoint: Endpoint,
-    ) -> Result<Target, ConfigError> {
+    ) -> Result<Target, TargetError> {
         let h = host.trim();
         if h.is_empty() {
-            return Err(ConfigError::new("--host is empty"));
+            return Err(TargetError::EmptyHost);
         }
         if h.starts_with("http://") || h.starts_with("https://") {
             let mut t = Target::from_url(h, api_key, endpoint)?;
@@ -126,9 +164,9 @@ impl Target {
             return Ok(t);
         }
         if h.contains('/') {
-            return Err(ConfigError::new(format!(
-                "--host {h:?} contains a path; use --url for URLs with paths"
-            )));
+            return Err(TargetError::HostWithPath {
+                host: h.to_string(),
+            });
         }
         let authority = if h.contains(':') && !h.starts_with('[') {
             format!("[{h}]")
@@ -389,9 +427,36 @@ mod tests {
             "https://host.example/proxy/llm/v1/models"
         );
         assert!(!t.is_loopback());
-        assert!(Target::from_url("host:8000", None, Endpoint::Chat).is_err());
-        assert!(Target::from_url("http://:80", None, Endpoint::Chat).is_err());
-        assert!(Target::from_url("http://h:99999", None, Endpoint::Chat).is_err());
+        let err = |u: &str| Target::from_url(u, None, Endpoint::Chat).unwrap_err();
+        assert_eq!(
+            err(" host:8000 "),
+            TargetError::Scheme {
+                url: "host:8000".into()
+            }
+        );
+        assert_eq!(
+            err("http://:80"),
+            TargetError::NoHost {
+                url: "http://:80".into()
+            }
+        );
+        let e = err("http://h:99999");
+        assert_eq!(
+            e,
+            TargetError::Port {
+                url: "http://h:99999".into(),
+                port: "99999".into()
+            }
+        );
+        // the text names the value, never a command-line flag
+        assert_eq!(
+            e.to_string(),
+            r#"the URL "http://h:99999" has an invalid port "99999""#
+        );
+        assert_eq!(
+            err("ftp://h").to_string(),
+            r#"the URL "ftp://h" must start with http:// or https://"#
+        );
     }
 
     #[test]
@@ -403,6 +468,18 @@ mod tests {
         assert_eq!(t.base_url, "https://h:8443/x");
         let t = Target::from_host_port("http://h:1/x", 8443, None, Endpoint::Chat).unwrap();
         assert_eq!(t.base_url, "http://h:1/x");
-        assert!(Target::from_host_port("h/x", 1, None, Endpoint::Chat).is_err());
+        let err = |h: &str| Target::from_host_port(h, 1, None, Endpoint::Chat).unwrap_err();
+        assert_eq!(err("h/x"), TargetError::HostWithPath { host: "h/x".into() });
+        assert_eq!(err("  "), TargetError::EmptyHost);
+        assert_eq!(
+            err("http://h:x"),
+            TargetError::Port {
+                url: "http://h:x".into(),
+                port: "x".into()
+            }
+        );
+        for e in [err("h/x"), err(""), err("http://:1")] {
+            assert!(!e.to_string().contains("--"), "{e}");
+        }
     }
 }

@@ -17,7 +17,6 @@ use tokio_util::sync::CancellationToken;
 
 use crate::failure::{retry_after_of, FailureKind};
 use crate::h1::{self, H1Conn, StartError};
-use crate::plausibility::{max_tokens_cut, MAX_TOKENS_PER_EVENT, STALL_FLOOR};
 use crate::target::{error_chain, HttpClient};
 use crate::timeouts::{body_max_tokens, RequestClass, RequestLimits};
 
@@ -87,14 +86,15 @@ pub struct StreamOutcome {
     pub facts: StreamFacts,
 }
 
-/// What a request revealed about the server beyond its record (see [`crate::plausibility`]).
+/// What a request revealed about the server beyond its record (servebench-core's plausibility
+/// checks read it).
 #[derive(Clone, Debug, Default, PartialEq)]
 pub struct StreamFacts {
     /// Typed reason of `record.error` (None when the request did not fail).
     pub kind: Option<FailureKind>,
     /// HTTP 429 answers this request got (retries included).
     pub rejected: u32,
-    /// Retries after a 429 (`--max-retries`).
+    /// Retries after a 429 ([`crate::timeouts::RequestPolicy::max_retries`]).
     pub retries: u32,
     /// `Retry-After` of the last 429, when the server sent one.
     pub retry_after: Option<Duration>,
@@ -152,7 +152,7 @@ struct Accounting<'h, 'a> {
     limit_exceeded: Option<(String, FailureKind)>,
     usage_jump: Option<(u64, u64)>,
     /// Events that carried tokens: token events plus chunks whose usage grew (the usage bound
-    /// of [`crate::plausibility`] counts these).
+    /// of [`usage_bound`] counts these).
     carry_events: u64,
     /// Bytes of content and reasoning text received so far.
     text_bytes: u64,
@@ -161,6 +161,18 @@ struct Accounting<'h, 'a> {
     sse_events: u64,
     first_bytes: Vec<u8>,
     json_content_type: bool,
+}
+
+/// Bound on tokens per token-carrying event ([`usage_bound`]; the rule is in servebench-core's
+/// `plausibility` module and docs/metrics.md, Faults).
+pub const MAX_TOKENS_PER_EVENT: u64 = 64;
+/// Silences shorter than this are never stalls (and are not recorded in
+/// [`StreamFacts::long_gaps`]).
+pub const STALL_FLOOR: Duration = Duration::from_secs(1);
+
+/// Counted tokens above which a stream is cut as ignoring `max_tokens`: 2 × max_tokens + 16.
+pub fn max_tokens_cut(max_tokens: u64) -> u64 {
+    max_tokens.saturating_mul(2).saturating_add(16)
 }
 
 /// Most output tokens a stream can have carried after `events` token-carrying events and
@@ -462,7 +474,7 @@ fn head_timeout(sent_at: Instant, limits: &RequestLimits) -> StreamOutcome {
 }
 
 /// The outcome of a request cut before it was sent (its load was stopped first).
-pub(crate) fn cancelled_outcome() -> StreamOutcome {
+pub fn cancelled_outcome() -> StreamOutcome {
     cancelled_before_stream(Instant::now())
 }
 
@@ -584,7 +596,7 @@ pub async fn run_single(
 }
 
 /// A startup probe (the decode JIT probe): like [`run_single`], with first byte and first token
-/// due within `--probe-timeout`.
+/// due within the probe timeout ([`crate::timeouts::Limit::Probe`]).
 pub async fn run_probe(
     client: &HttpClient,
     path: &str,
@@ -1075,6 +1087,13 @@ mod tests {
         assert_eq!(out.record.output_tokens, 3);
         assert!(flag.load(Ordering::Relaxed));
         assert_eq!(counter.load(Ordering::Relaxed), 1);
+    }
+
+    #[test]
+    fn max_tokens_cut_is_twice_plus_sixteen() {
+        assert_eq!(max_tokens_cut(32), 80);
+        assert_eq!(max_tokens_cut(0), 16);
+        assert_eq!(max_tokens_cut(u64::MAX), u64::MAX, "saturates");
     }
 
     #[test]
