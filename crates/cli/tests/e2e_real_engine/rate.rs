@@ -105,7 +105,7 @@ fn check_rate_row(row: &Value, offered: f64, c: &mut Checks) {
         n("requests_failed"),
         n("requests_cut"),
     );
-    c.check(scheduled >= 1 && scheduled < 100, || {
+    c.check((1..100).contains(&scheduled), || {
         format!("{label}: requests_scheduled {scheduled} for 8 s at {offered} req/s")
     });
     c.check(sent + not_sent == scheduled, || {
