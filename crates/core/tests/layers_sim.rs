@@ -178,11 +178,43 @@ async fn integrated_and_scout_only_prefill_rows_and_skipped_contexts() {
     assert!(r.results.iter().all(|c| c.status == CellStatus::Ok));
 }
 
+/// Burst / E2E aggregate against the simulator's truth. The client's span (first send → last
+/// token arrival) can only be longer than the simulator's (first receipt → last emission):
+/// the send precedes the receipt and the arrival follows the emission, so on every attempt the
+/// measured tok/s may not exceed the truth (beyond float rounding). Noise from other processes
+/// on a 2-vCPU machine only lengthens the client's span (seen: 2 % under a parallel workspace
+/// test run), so the 0.6 % bound must hold on one of three attempts; a systematic error in
+/// either direction fails all three.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn burst_layer_aggregate_matches_truth() {
     let _s = SERIAL.lock().await;
     let s = sim(SimConfig::default());
-    let mut cfg = config(&s);
+    let mut errors = Vec::new();
+    for attempt in 1..=3 {
+        let err = burst_aggregate_error(&s).await;
+        eprintln!(
+            "attempt {attempt}: burst aggregate − truth = {:+.2} %",
+            err * 100.0
+        );
+        assert!(
+            err <= 1e-6,
+            "attempt {attempt}: burst aggregate above the simulator's truth by {:.4} % \
+             (the client's span cannot be shorter than the server's)",
+            err * 100.0
+        );
+        errors.push(err);
+        if err.abs() < 0.006 {
+            return;
+        }
+    }
+    panic!("burst aggregate vs truth beyond 0.6 % on every attempt: {errors:?}");
+}
+
+/// One Burst / E2E run of 12 measured requests (4 warmup) at C = 4, 40 tokens each: the
+/// relative error (measured − truth) / truth of its aggregate tok/s, truth = tokens / (last
+/// emission − first receipt) of the measured requests, from the simulator's clock.
+async fn burst_aggregate_error(s: &Sim) -> f64 {
+    let mut cfg = config(s);
     cfg.concurrency = vec![4];
     cfg.max_tokens = 40;
     cfg.burst = BurstConfig {
@@ -219,12 +251,8 @@ async fn burst_layer_aggregate_matches_truth() {
     let tokens: u64 = measured.iter().map(|t| t.tokens()).sum();
     let truth_tps = tokens as f64 / (last - first).as_secs_f64();
     let tps = b.aggregate_tps.unwrap();
-    let err = (tps - truth_tps).abs() / truth_tps;
-    eprintln!(
-        "burst: measured {tps:.1} tok/s, truth {truth_tps:.1} tok/s ({:.2}%)",
-        err * 100.0
-    );
-    assert!(err < 0.006, "burst aggregate {tps} vs truth {truth_tps}");
+    eprintln!("burst: measured {tps:.1} tok/s, truth {truth_tps:.1} tok/s");
+    (tps - truth_tps) / truth_tps
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
