@@ -271,10 +271,10 @@ pub struct RunArgs {
     /// Pause between cells, s (lets the server drain).
     #[arg(long, default_value_t = 1.0, allow_negative_numbers = true)]
     pub cell_pause_seconds: f64,
-    /// KV-cache budget in tokens (overrides detection): cells with C × (ctx + max_tokens) above it are skipped (skipped_capacity).
+    /// KV cache budget in tokens (overrides detection; "set the KV cache budget explicitly" in a warning means this flag): cells with C × (ctx + max_tokens) above it are skipped (skipped_capacity).
     #[arg(long, default_value_t = 0)]
     pub kv_budget: u64,
-    /// Context-parallel (DCP/CP) size to multiply a per-rank KV budget reported by the server (0 = detect).
+    /// Decode context-parallel (DCP/CP) size to multiply a per-rank KV budget reported by the server (0 = detect; "set the decode context-parallel size" in a warning means this flag).
     #[arg(
         long,
         env = "SERVEBENCH_DCP_SIZE",

@@ -43,18 +43,19 @@ pub enum KvBudgetError {
 }
 
 impl KvBudgetError {
-    /// The warning text for the event log.
+    /// The warning text for the event log, in plain words (no servebench flag names: the CLI
+    /// documents `--kv-budget` and `--dcp-size` for these settings).
     pub fn warning(&self) -> String {
         match self {
             KvBudgetError::NoCacheConfig => {
-                "KV cache budget not available from metrics; use --kv-budget".to_string()
+                "KV cache budget not available from metrics; set the KV cache budget explicitly".to_string()
             }
             KvBudgetError::LocalOnly {
                 local_tokens,
                 model_len,
             } => format!(
                 "vLLM reports only local KV ({} tokens) below the model context ({} tokens) and the \
-                 context-parallel size is unknown; KV budget left unset (use --dcp-size or --kv-budget)",
+                 context-parallel size is unknown; KV budget left unset (set the decode context-parallel size or the KV cache budget explicitly)",
                 format_thousands(*local_tokens),
                 format_thousands(*model_len)
             ),

@@ -120,7 +120,7 @@ fn missing_or_none_labels() {
     );
     assert_eq!(
         KvBudgetError::NoCacheConfig.warning(),
-        "KV cache budget not available from metrics; use --kv-budget"
+        "KV cache budget not available from metrics; set the KV cache budget explicitly"
     );
     let empty = Scrape::parse("vllm:num_requests_running 0\n").unwrap();
     assert_eq!(vllm_kv_from_cache_config(&empty), None);
