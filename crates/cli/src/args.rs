@@ -474,7 +474,7 @@ impl RunArgs {
         let policy = self.faults.to_policy()?;
         let open_loop = self.rate.to_config()?;
         if open_loop.is_some() {
-            crate::rate_args::check_exclusive(self)?;
+            crate::rate_args::check_exclusive(self, duration)?;
         }
         // The embedded simulator impersonates vLLM, so the first run shows the server-side
         // evidence a real server gives: /metrics, the KV budget, readiness and validation.

@@ -259,20 +259,32 @@ fn finish_run(
     Ok(exit_code(results))
 }
 
+/// Exit 3 when a matrix cell or an open-loop rate row failed (status `error` / `invalid`), 130
+/// when the run was stopped, else 0.
 fn exit_code(r: &Results) -> ExitCode {
-    let failed = r
-        .results
+    let bad = |s: CellStatus| matches!(s, CellStatus::Error | CellStatus::Invalid);
+    let failed = r.results.iter().filter(|c| bad(c.status)).count();
+    let failed_rows = r
+        .rate_results
         .iter()
-        .filter(|c| matches!(c.status, CellStatus::Error | CellStatus::Invalid))
+        .filter(|row| row.status.is_some_and(bad))
         .count();
+    let mut what = Vec::new();
+    if failed > 0 {
+        what.push(format!(
+            "{failed} of {} cells failed (status error/invalid)",
+            r.results.len()
+        ));
+    }
+    if failed_rows > 0 {
+        what.push(format!(
+            "{failed_rows} of {} request-rate rows failed (status error/invalid)",
+            r.rate_results.len()
+        ));
+    }
     session::exit_code(
         r.metadata.interrupted,
-        (failed > 0).then(|| {
-            format!(
-                "{failed} of {} cells failed (status error/invalid)",
-                r.results.len()
-            )
-        }),
+        (!what.is_empty()).then(|| what.join("; ")),
     )
 }
 

@@ -38,23 +38,32 @@ pub struct RateArgs {
     /// fails, then bisect to --rate-search-resolution. Every probed rate is a row.
     #[arg(long, requires = "slo")]
     pub rate_search: bool,
-    /// First rate of --rate-search, req/s.
-    #[arg(long, default_value_t = 1.0, allow_negative_numbers = true)]
-    pub rate_search_start: f64,
-    /// Relative resolution of --rate-search: stop when (high − low) ≤ resolution × low.
-    #[arg(long, default_value_t = 0.05, allow_negative_numbers = true)]
-    pub rate_search_resolution: f64,
-    /// Most rows --rate-search may probe.
-    #[arg(long, default_value_t = 20)]
-    pub rate_search_max_probes: u64,
-    /// Highest rate --rate-search probes, req/s.
-    #[arg(long, default_value_t = 10_000.0, allow_negative_numbers = true)]
-    pub rate_search_max_rate: f64,
+    /// First rate of --rate-search, req/s [default: 1]. Needs --rate-search.
+    #[arg(long, allow_negative_numbers = true)]
+    pub rate_search_start: Option<f64>,
+    /// Relative resolution of --rate-search: stop when (high − low) ≤ resolution × low
+    /// [default: 0.05]. Needs --rate-search.
+    #[arg(long, allow_negative_numbers = true)]
+    pub rate_search_resolution: Option<f64>,
+    /// Most rows --rate-search may probe [default: 20]. Needs --rate-search.
+    #[arg(long)]
+    pub rate_search_max_probes: Option<u64>,
+    /// Highest rate --rate-search probes, req/s [default: 10000]. Needs --rate-search.
+    #[arg(long, allow_negative_numbers = true)]
+    pub rate_search_max_rate: Option<f64>,
     /// After a row's schedule ends, wait this long for requests in flight before cutting them
-    /// (they are counted as cut; arrivals never sent are counted as not sent), s.
-    #[arg(long, default_value_t = 60.0, allow_negative_numbers = true)]
-    pub rate_drain_seconds: f64,
+    /// (they are counted as cut; arrivals never sent are counted as not sent), s [default: 60].
+    /// Needs --request-rate or --rate-search.
+    #[arg(long, allow_negative_numbers = true)]
+    pub rate_drain_seconds: Option<f64>,
 }
+
+/// Defaults of the search and drain flags (documented in their help).
+const SEARCH_START: f64 = 1.0;
+const SEARCH_RESOLUTION: f64 = 0.05;
+const SEARCH_MAX_PROBES: u64 = 20;
+const SEARCH_MAX_RATE: f64 = 10_000.0;
+const DRAIN_SECONDS: f64 = 60.0;
 
 impl RateArgs {
     /// The open-loop settings, or `None` without --request-rate / --rate-search. Bad values are
@@ -63,11 +72,21 @@ impl RateArgs {
         let open_loop_flag = self.burstiness.is_some()
             || self.max_concurrency.is_some()
             || self.slo.is_some()
+            || self.rate_drain_seconds.is_some()
             || self.arrival != "poisson";
+        let search_flag = self.rate_search_start.is_some()
+            || self.rate_search_resolution.is_some()
+            || self.rate_search_max_probes.is_some()
+            || self.rate_search_max_rate.is_some();
+        if search_flag && !self.rate_search {
+            usage_bail!(
+                "--rate-search-start, --rate-search-resolution, --rate-search-max-probes and --rate-search-max-rate need --rate-search"
+            );
+        }
         if self.request_rate.is_none() && !self.rate_search {
             if open_loop_flag {
                 usage_bail!(
-                    "--arrival, --burstiness, --max-concurrency and --slo need --request-rate or --rate-search"
+                    "--arrival, --burstiness, --max-concurrency, --slo and --rate-drain-seconds need --request-rate or --rate-search"
                 );
             }
             return Ok(None);
@@ -92,15 +111,15 @@ impl RateArgs {
             },
             None => Vec::new(),
         };
-        let drain = self.rate_drain_seconds;
+        let drain = self.rate_drain_seconds.unwrap_or(DRAIN_SECONDS);
         if !(drain.is_finite() && (0.0..=86_400.0).contains(&drain)) {
             usage_bail!("--rate-drain-seconds must be between 0 and 86400 (got {drain})");
         }
         let search = self.rate_search.then_some(SearchSettings {
-            start: self.rate_search_start,
-            resolution: self.rate_search_resolution,
-            max_probes: self.rate_search_max_probes,
-            max_rate: self.rate_search_max_rate,
+            start: self.rate_search_start.unwrap_or(SEARCH_START),
+            resolution: self.rate_search_resolution.unwrap_or(SEARCH_RESOLUTION),
+            max_probes: self.rate_search_max_probes.unwrap_or(SEARCH_MAX_PROBES),
+            max_rate: self.rate_search_max_rate.unwrap_or(SEARCH_MAX_RATE),
         });
         let cfg = RateConfig {
             rates,
@@ -118,8 +137,10 @@ impl RateArgs {
 }
 
 /// The open-loop mode replaces the matrix: the matrix's own flags would be silently ignored, so
-/// they are a usage error (with the flag to use instead).
-pub fn check_exclusive(run: &crate::args::RunArgs) -> anyhow::Result<()> {
+/// they are a usage error (with the flag to use instead). `duration` is each row's length, s
+/// (--duration or its default): a rate whose row would hold more than
+/// [`servebench_core::rate::arrival::MAX_ARRIVALS`] arrivals is a usage error too.
+pub fn check_exclusive(run: &crate::args::RunArgs, duration: f64) -> anyhow::Result<()> {
     if run.concurrency.is_some() {
         usage_bail!(
             "--concurrency does not apply to --request-rate / --rate-search (the rate sets the load; cap requests in flight with --max-concurrency)"
@@ -129,6 +150,20 @@ pub fn check_exclusive(run: &crate::args::RunArgs) -> anyhow::Result<()> {
         usage_bail!(
             "--request-count, --run-burst and --prefill-only cannot be combined with --request-rate / --rate-search"
         );
+    }
+    // A row's schedule is drawn in memory: refuse one that cannot be drawn before anything is
+    // sent (the layer would otherwise fail each row after the warmup).
+    if let Some(rates) = &run.rate.request_rate {
+        let max = servebench_core::rate::arrival::MAX_ARRIVALS as f64;
+        for r in parse_rates(rates)? {
+            if r * duration > max {
+                usage_bail!(
+                    "--request-rate {r} for --duration {duration} s is {:.0} arrivals per row, more than {} (lower the rate or the duration)",
+                    r * duration,
+                    servebench_core::rate::arrival::MAX_ARRIVALS
+                );
+            }
+        }
     }
     Ok(())
 }
@@ -146,11 +181,11 @@ impl RateArgs {
             "max_concurrency": self.max_concurrency,
             "slo": self.slo,
             "rate_search": self.rate_search,
-            "rate_search_start": self.rate_search_start,
-            "rate_search_resolution": self.rate_search_resolution,
-            "rate_search_max_probes": self.rate_search_max_probes,
-            "rate_search_max_rate": self.rate_search_max_rate,
-            "rate_drain_seconds": self.rate_drain_seconds,
+            "rate_search_start": self.rate_search_start.unwrap_or(SEARCH_START),
+            "rate_search_resolution": self.rate_search_resolution.unwrap_or(SEARCH_RESOLUTION),
+            "rate_search_max_probes": self.rate_search_max_probes.unwrap_or(SEARCH_MAX_PROBES),
+            "rate_search_max_rate": self.rate_search_max_rate.unwrap_or(SEARCH_MAX_RATE),
+            "rate_drain_seconds": self.rate_drain_seconds.unwrap_or(DRAIN_SECONDS),
         })
     }
 }

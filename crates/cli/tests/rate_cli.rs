@@ -186,6 +186,29 @@ fn matrix_flags_with_a_request_rate_are_usage_errors() {
         assert_eq!(err.trim().lines().count(), 1, "{extra:?}: {err}");
         assert!(err.contains(needle), "{extra:?}: {err}");
     }
+    // A row too large to draw is refused before anything is sent; search and drain flags
+    // without their mode are refused, not ignored.
+    for (args, needle) in [
+        (
+            &["run", "--request-rate", "1e12", "--duration", "1"][..],
+            "--request-rate",
+        ),
+        (&["run", "--rate-search-start", "2"], "--rate-search"),
+        (
+            &["run", "--request-rate", "5", "--rate-search-max-rate", "9"],
+            "--rate-search",
+        ),
+        (
+            &["run", "--rate-drain-seconds", "2"],
+            "--rate-drain-seconds",
+        ),
+    ] {
+        let o = run(args, Duration::from_secs(20));
+        let err = String::from_utf8_lossy(&o.stderr);
+        assert_eq!(o.status.code(), Some(2), "{args:?}: {err}");
+        assert_eq!(err.trim().lines().count(), 1, "{args:?}: {err}");
+        assert!(err.contains(needle), "{args:?}: {err}");
+    }
     // Rate flags without a rate are an error too, not silently ignored.
     let o = run(
         &["run", "--slo", "ttft_p99=1s", "--duration", "1"],
@@ -247,4 +270,40 @@ fn rate_search_writes_every_probe_as_a_row() {
         [4.0, 8.0, 16.0]
     );
     assert_eq!(search["best_rate"], 16.0);
+}
+
+/// A rate row whose every request failed is status `error`, and the run exits 3 (as a failed
+/// matrix cell does), with the results written.
+#[test]
+fn failed_rate_rows_exit_3() {
+    let s = Sim::spawn_thread(SimConfig {
+        port: 0,
+        record_truth: false,
+        fault_http_status: Some(500),
+        fault_every: 1,
+        ..Default::default()
+    })
+    .expect("start the simulator");
+    let dir = tempfile::tempdir().unwrap();
+    let out = dir.path().join("r.json");
+    let url = s.base_url();
+    let mut args = vec![
+        "run",
+        "--url",
+        &url,
+        "--request-rate",
+        "3",
+        "--duration",
+        "1",
+        "-o",
+        out.to_str().unwrap(),
+    ];
+    args.extend_from_slice(COMMON);
+    let o = run(&args, Duration::from_secs(60));
+    let err = String::from_utf8_lossy(&o.stderr);
+    assert_eq!(o.status.code(), Some(3), "{err}");
+    assert!(err.contains("request-rate rows failed"), "{err}");
+    let v: Value = serde_json::from_str(&std::fs::read_to_string(&out).unwrap()).unwrap();
+    validate(&v);
+    assert_eq!(v["rate_results"][0]["status"], "error");
 }
