@@ -94,9 +94,34 @@ fn truth_for(truth: &[RequestTruth], prompt_tokens: u64, cached: bool) -> Vec<&R
         .collect()
 }
 
+/// Standalone prefill tok/s against the simulator's truth (prompt tokens / (first emission −
+/// the simulator's receipt)), and the warm-prefix row's cached tokens. The client's TTFT span
+/// starts at its send (before the receipt) and ends at the first token's arrival (after the
+/// emission), so on every attempt the measured tok/s may not exceed the truth; noise from other
+/// processes only lengthens the client's span (seen: 1.06 % under a parallel workspace test
+/// run), so the 1 % bound must hold on one of three attempts.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn standalone_prefill_matches_truth_and_warm_prefix_reports_cache_hits() {
     let _s = SERIAL.lock().await;
+    let mut worst = Vec::new();
+    for attempt in 1..=3 {
+        let err = standalone_prefill_error().await;
+        eprintln!(
+            "attempt {attempt}: worst prefill tok/s error {:.2} %",
+            err * 100.0
+        );
+        worst.push(err);
+        if err < 0.01 {
+            return;
+        }
+    }
+    panic!("prefill tok/s vs truth beyond 1 % on every attempt: {worst:?}");
+}
+
+/// One `--prefill-only` standalone run at 2k and 4k on a fresh simulator (an empty prefix
+/// cache): checks the rows (every check must hold) and returns the larger relative prefill
+/// tok/s error of the two contexts.
+async fn standalone_prefill_error() -> f64 {
     // 5,000 prompt tokens/s: a 4k prompt takes ~0.8 s of prefill — large against any client lag.
     let s = sim(SimConfig {
         prefill_tps: 5000.0,
@@ -114,6 +139,7 @@ async fn standalone_prefill_matches_truth_and_warm_prefix_reports_cache_hits() {
     assert!(r.results.is_empty(), "--prefill-only runs no decode cells");
     assert_eq!(r.metadata.prefill_mode.as_str(), "standalone_cold");
     let truth = s.truth();
+    let mut worst: f64 = 0.0;
     for ctx in [2048u64, 4096] {
         let row = &r.prefill[&ctx.to_string()];
         assert_eq!(row.status, Some(CellStatus::Ok), "{row:?}");
@@ -137,7 +163,11 @@ async fn standalone_prefill_matches_truth_and_warm_prefix_reports_cache_hits() {
             "ctx {ctx}: client {tps:.0} tok/s, truth {tps_truth:.0} tok/s ({:.2}%)",
             err * 100.0
         );
-        assert!(err < 0.01, "prefill tok/s {tps} vs truth {tps_truth}");
+        assert!(
+            tps <= tps_truth * (1.0 + 1e-6),
+            "prefill tok/s {tps} above the simulator's truth {tps_truth} (the client's span cannot be shorter)"
+        );
+        worst = worst.max(err);
         // Warm prefix: the same prompt again; cached tokens straight from usage.
         let warm = &r.prefill_warm[&ctx.to_string()];
         let wt = truth_for(&truth, p, true);
@@ -151,6 +181,7 @@ async fn standalone_prefill_matches_truth_and_warm_prefix_reports_cache_hits() {
             "a warm prefix is much faster"
         );
     }
+    worst
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
