@@ -2,70 +2,34 @@
 //! process): the results JSON validates against the schema and holds the rate rows; a bad
 //! `--slo` is one `error:` line and exit 2; `--rate-search` writes every probe as a row.
 
-use std::io::Read;
-use std::process::{Command, Output, Stdio};
-use std::time::{Duration, Instant};
+use std::process::Output;
+use std::time::Duration;
 
 use serde_json::Value;
 use servebench_sim::{Sim, SimConfig};
 
-const BIN: &str = env!("CARGO_BIN_EXE_servebench");
+mod common;
+use common::{assert_schema_valid as validate, isolated, wait_for};
 
 fn sim() -> Sim {
-    Sim::spawn_thread(SimConfig {
-        port: 0,
-        record_truth: false,
-        ..Default::default()
-    })
-    .expect("start the simulator")
+    common::default_sim()
 }
 
-/// Runs the binary with `args`, killing it after `limit`.
+/// Runs the binary with `args` (isolated from the user's environment, in a temporary
+/// directory), killing it after `limit`.
 fn run(args: &[&str], limit: Duration) -> Output {
-    let mut child = Command::new(BIN)
+    let dir = tempfile::tempdir().unwrap();
+    let child = isolated(dir.path())
         .args(args)
-        .env_remove("SERVEBENCH_API_KEY")
         .env("CI", "1")
-        .stdin(Stdio::null())
-        .stdout(Stdio::piped())
-        .stderr(Stdio::piped())
         .spawn()
         .expect("spawn servebench");
-    let t0 = Instant::now();
-    loop {
-        if let Some(_s) = child.try_wait().unwrap() {
-            break;
-        }
-        if t0.elapsed() > limit {
-            let _ = child.kill();
-            let _ = child.wait();
-            panic!("servebench {args:?} ran longer than {limit:?}");
-        }
-        std::thread::sleep(Duration::from_millis(50));
-    }
-    let status = child.wait().unwrap();
-    let (mut out, mut err) = (Vec::new(), Vec::new());
-    child.stdout.take().unwrap().read_to_end(&mut out).unwrap();
-    child.stderr.take().unwrap().read_to_end(&mut err).unwrap();
+    let exit = wait_for(child, limit);
     Output {
-        status,
-        stdout: out,
-        stderr: err,
+        status: exit.finished(limit),
+        stdout: exit.stdout.into_bytes(),
+        stderr: exit.stderr.into_bytes(),
     }
-}
-
-fn validate(v: &Value) {
-    let schema: Value = serde_json::from_str(servebench_results::SCHEMA_JSON).unwrap();
-    let val = jsonschema::validator_for(&schema).unwrap();
-    let errors: Vec<String> = val
-        .iter_errors(v)
-        .map(|e| format!("{e} at {}", e.instance_path()))
-        .collect();
-    assert!(
-        errors.is_empty(),
-        "results violate the schema:\n{}",
-        errors.join("\n")
-    );
 }
 
 const COMMON: &[&str] = &[
@@ -276,14 +240,11 @@ fn rate_search_writes_every_probe_as_a_row() {
 /// matrix cell does), with the results written.
 #[test]
 fn failed_rate_rows_exit_3() {
-    let s = Sim::spawn_thread(SimConfig {
-        port: 0,
-        record_truth: false,
+    let s = common::sim(SimConfig {
         fault_http_status: Some(500),
         fault_every: 1,
         ..Default::default()
-    })
-    .expect("start the simulator");
+    });
     let dir = tempfile::tempdir().unwrap();
     let out = dir.path().join("r.json");
     let url = s.base_url();
