@@ -1501,15 +1501,130 @@ fn summary(
 }
 
 /// Runs `spec` against the engine and checks everything; panics with all failures.
+/// Runs of one e2e test at most: a run whose checks fail is run again only when its own JSON
+/// shows the machine could not keep up ([`busy_machine_evidence`]); a failure without that
+/// evidence fails at once, and the test passes only on an attempt whose every check passes.
+const MAX_ATTEMPTS: usize = 3;
+
+/// What the results JSON says about a machine too busy for exact numbers, one line per cell:
+/// the client's monitor tick ran over [`MAX_TICK_LAG_FOR_EXACT_MS`] late (the client itself was
+/// descheduled), or the engine's streams went silent for over a second (`stream_stalls`: on 2
+/// cores the engine's API process is starved by its own busy-polling engine core and worker). A
+/// failure on such a run may be the machine's, so it is run again; the evidence is printed.
+fn busy_machine_evidence(json: &Value) -> Vec<String> {
+    let mut out = Vec::new();
+    for cell in json["results"].as_array().into_iter().flatten() {
+        let label = format!(
+            "C={} ctx={}",
+            u(cell, "concurrency").unwrap_or(0),
+            format_context(u(cell, "context_tokens").unwrap_or(0))
+        );
+        let mut why = Vec::new();
+        if let Some(lag) =
+            f(cell, "client_max_tick_lag_ms").filter(|l| *l > MAX_TICK_LAG_FOR_EXACT_MS)
+        {
+            why.push(format!("client monitor tick {lag:.0} ms late"));
+        }
+        let stalled = s(cell, "error_kind") == "stream_stalls"
+            || cell["warning_kinds"]
+                .as_array()
+                .is_some_and(|k| k.iter().any(|k| k == "stream_stalls"));
+        if stalled {
+            why.push(format!(
+                "streams silent {:.0} % of the window (longest {:.1} s)",
+                f(cell, "stall_fraction").unwrap_or(0.0) * 100.0,
+                f(cell, "stall_longest_s").unwrap_or(0.0)
+            ));
+        }
+        if !why.is_empty() {
+            out.push(format!("{label}: {}", why.join(", ")));
+        }
+    }
+    out
+}
+
+/// One e2e test: [`run_once`] up to [`MAX_ATTEMPTS`] times (the rule there); every failed
+/// attempt's files are kept as `NAME.attemptN.*` beside the last one's.
 fn run_and_check(spec: RunSpec) {
     let _guard = SERVER.lock().unwrap_or_else(|e| e.into_inner());
     let env = E2eEnv::from_env();
-    let kv_truth = server_kv_tokens(&env);
-    let before = scrape_generated(&env);
-    let run = run_servebench(&env, &spec);
+    let mut earlier: Vec<String> = Vec::new();
+    for attempt in 1..=MAX_ATTEMPTS {
+        let failed = run_once(&env, &spec);
+        let Some(failed) = failed else {
+            if !earlier.is_empty() {
+                eprintln!(
+                    "e2e {}: passed on attempt {attempt} of {MAX_ATTEMPTS}; the earlier attempts failed on a busy machine:\n{}",
+                    spec.name,
+                    earlier.join("\n")
+                );
+            }
+            return;
+        };
+        let busy = busy_machine_evidence(failed.json.as_ref().unwrap_or(&Value::Null));
+        if busy.is_empty() || attempt == MAX_ATTEMPTS {
+            let why = if busy.is_empty() {
+                "the run shows no sign of a busy machine, so this is not retried".to_string()
+            } else {
+                format!("every one of {MAX_ATTEMPTS} attempts failed; this one on a busy machine too ({})", busy.join("; "))
+            };
+            panic!(
+                "{}\n\n{why}{}",
+                failed.message,
+                if earlier.is_empty() {
+                    String::new()
+                } else {
+                    format!("\nearlier attempts:\n{}", earlier.join("\n"))
+                }
+            );
+        }
+        let kept = keep_attempt_files(&env, &spec, attempt);
+        eprintln!(
+            "e2e {}: attempt {attempt} of {MAX_ATTEMPTS} failed {} check(s) on a busy machine ({}); files kept as {kept}; running again",
+            spec.name,
+            failed.failures.len(),
+            busy.join("; ")
+        );
+        earlier.push(format!(
+            "  attempt {attempt} (busy: {}):\n    - {}",
+            busy.join("; "),
+            failed.failures.join("\n    - ")
+        ));
+    }
+}
+
+/// Renames a failed attempt's files (`NAME.json`, `.stdout.txt`, `.stderr.txt`, `.checks.txt`)
+/// to `NAME.attemptN.*`; returns the pattern for the message.
+fn keep_attempt_files(env: &E2eEnv, spec: &RunSpec, attempt: usize) -> String {
+    for ext in ["json", "stdout.txt", "stderr.txt", "checks.txt"] {
+        let from = env.out_dir.join(format!("{}.{ext}", spec.name));
+        let to = env
+            .out_dir
+            .join(format!("{}.attempt{attempt}.{ext}", spec.name));
+        let _ = std::fs::rename(from, to);
+    }
+    env.out_dir
+        .join(format!("{}.attempt{attempt}.*", spec.name))
+        .display()
+        .to_string()
+}
+
+/// A failed attempt: the failed checks, the whole message, the run's JSON.
+struct FailedAttempt {
+    failures: Vec<String>,
+    message: String,
+    json: Option<Value>,
+}
+
+/// One servebench run against the engine and every check of it; `None` when all pass.
+/// Panics (no retry) when the run wrote no readable results JSON.
+fn run_once(env: &E2eEnv, spec: &RunSpec) -> Option<FailedAttempt> {
+    let kv_truth = server_kv_tokens(env);
+    let before = scrape_generated(env);
+    let run = run_servebench(env, spec);
     // Streams cut at the last window end are aborted by the server shortly after.
     std::thread::sleep(Duration::from_secs(2));
-    let after = scrape_generated(&env);
+    let after = scrape_generated(env);
     let server_delta = after - before;
 
     let Some(json) = run.json.as_ref() else {
@@ -1541,7 +1656,7 @@ fn run_and_check(spec: RunSpec) {
         c.check(!text.contains("panicked"), || "servebench panicked".into());
     }
     check_schema(json, &mut c);
-    check_metadata(&env, &spec, json, kv_truth, &mut c);
+    check_metadata(env, spec, json, kv_truth, &mut c);
 
     let cells = json["results"].as_array().cloned().unwrap_or_default();
     let got: BTreeSet<(u64, u64)> = cells
@@ -1565,11 +1680,11 @@ fn run_and_check(spec: RunSpec) {
     );
     let mut totals = Totals::default();
     for cell in &cells {
-        check_cell(&env, &spec, json, cell, &mut totals, &mut c);
-        check_telemetry(&env, &spec, cell, &run, &mut c);
+        check_cell(env, spec, json, cell, &mut totals, &mut c);
+        check_telemetry(env, spec, cell, &run, &mut c);
     }
-    check_prefill(&spec, json, &mut c);
-    check_event_log(&spec, json, &mut c);
+    check_prefill(spec, json, &mut c);
+    check_event_log(spec, json, &mut c);
 
     // Client tokens against the server's usage: across all request samples, the events the
     // client saw and the tokens the server reported must be close — most events carry exactly
@@ -1615,7 +1730,7 @@ fn run_and_check(spec: RunSpec) {
         )
     });
 
-    let report = summary(&env, &spec, json, server_delta, &run);
+    let report = summary(env, spec, json, server_delta, &run);
     eprintln!("{report}");
     eprintln!(
         "e2e {}: {} checks passed, {} failed, {} SKIPPED; files in {}",
@@ -1646,16 +1761,22 @@ fn run_and_check(spec: RunSpec) {
                 .collect::<String>()
         ),
     );
-    if !c.failures.is_empty() {
-        panic!(
-            "{} of {} checks failed for `{}` ({}):\n  - {}\n\n{report}",
-            c.failures.len(),
-            c.failures.len() + c.passed,
-            spec.name,
-            run.json_path.display(),
-            c.failures.join("\n  - ")
-        );
+    if c.failures.is_empty() {
+        return None;
     }
+    let message = format!(
+        "{} of {} checks failed for `{}` ({}):\n  - {}\n\n{report}",
+        c.failures.len(),
+        c.failures.len() + c.passed,
+        spec.name,
+        run.json_path.display(),
+        c.failures.join("\n  - ")
+    );
+    Some(FailedAttempt {
+        failures: c.failures,
+        message,
+        json: run.json.clone(),
+    })
 }
 
 // ------------------------------------------------------------------------------------------
