@@ -1501,8 +1501,51 @@ fn summary(
 }
 
 /// Runs `spec` against the engine and checks everything; panics with all failures.
+/// The test's own witness of machine pauses, independent of servebench: a thread that sleeps
+/// 10 ms at a time and keeps the longest overshoot. On this 2-core VM it sees gaps of several
+/// seconds while a CPU engine runs (seen: 8.7 s in a spec-decode run), when every process,
+/// servebench and the engine included, stood still.
+struct PauseWitness {
+    stop: Arc<AtomicBool>,
+    thread: std::thread::JoinHandle<Duration>,
+}
+
+impl PauseWitness {
+    fn start() -> PauseWitness {
+        let stop = Arc::new(AtomicBool::new(false));
+        let flag = stop.clone();
+        let thread = std::thread::spawn(move || {
+            let step = Duration::from_millis(10);
+            let mut worst = Duration::ZERO;
+            let mut prev = Instant::now();
+            while !flag.load(Ordering::Relaxed) {
+                std::thread::sleep(step);
+                let now = Instant::now();
+                worst = worst.max(now.saturating_duration_since(prev).saturating_sub(step));
+                prev = now;
+            }
+            worst
+        });
+        PauseWitness { stop, thread }
+    }
+
+    /// The longest pause seen, ms.
+    fn finish(self) -> f64 {
+        self.stop.store(true, Ordering::Relaxed);
+        self.thread.join().unwrap_or_default().as_secs_f64() * 1e3
+    }
+}
+
+/// The witness's line when it saw the machine stand still for over
+/// [`MAX_TICK_LAG_FOR_EXACT_MS`].
+fn witnessed_pause(pause_ms: f64) -> Option<String> {
+    (pause_ms > MAX_TICK_LAG_FOR_EXACT_MS)
+        .then(|| format!("the test's own 10 ms sleeper woke {pause_ms:.0} ms late"))
+}
+
 /// Runs of one e2e test at most: a run whose checks fail is run again only when its own JSON
-/// shows the machine could not keep up ([`busy_machine_evidence`]); a failure without that
+/// shows the machine could not keep up ([`busy_machine_evidence`]) or the test's
+/// [`PauseWitness`] saw the machine stand still; a failure without that
 /// evidence fails at once, and the test passes only on an attempt whose every check passes.
 const MAX_ATTEMPTS: usize = 3;
 
@@ -1561,7 +1604,8 @@ fn run_and_check(spec: RunSpec) {
             }
             return;
         };
-        let busy = busy_machine_evidence(failed.json.as_ref().unwrap_or(&Value::Null));
+        let mut busy = busy_machine_evidence(failed.json.as_ref().unwrap_or(&Value::Null));
+        busy.extend(witnessed_pause(failed.pause_ms));
         if busy.is_empty() || attempt == MAX_ATTEMPTS {
             let why = if busy.is_empty() {
                 "the run shows no sign of a busy machine, so this is not retried".to_string()
@@ -1609,11 +1653,13 @@ fn keep_attempt_files(env: &E2eEnv, spec: &RunSpec, attempt: usize) -> String {
         .to_string()
 }
 
-/// A failed attempt: the failed checks, the whole message, the run's JSON.
+/// A failed attempt: the failed checks, the whole message, the run's JSON, and the longest
+/// pause the [`PauseWitness`] saw during the run (ms).
 struct FailedAttempt {
     failures: Vec<String>,
     message: String,
     json: Option<Value>,
+    pause_ms: f64,
 }
 
 /// One servebench run against the engine and every check of it; `None` when all pass.
@@ -1621,7 +1667,9 @@ struct FailedAttempt {
 fn run_once(env: &E2eEnv, spec: &RunSpec) -> Option<FailedAttempt> {
     let kv_truth = server_kv_tokens(env);
     let before = scrape_generated(env);
+    let witness = PauseWitness::start();
     let run = run_servebench(env, spec);
+    let pause_ms = witness.finish();
     // Streams cut at the last window end are aborted by the server shortly after.
     std::thread::sleep(Duration::from_secs(2));
     let after = scrape_generated(env);
@@ -1776,6 +1824,7 @@ fn run_once(env: &E2eEnv, spec: &RunSpec) -> Option<FailedAttempt> {
         failures: c.failures,
         message,
         json: run.json.clone(),
+        pause_ms,
     })
 }
 
@@ -1943,4 +1992,27 @@ fn windows_come_from_the_last_ready_line_of_a_label() {
     let (rate, len) = poll_spec(&p(0.0, 0.0, 0.0), &p(160.0, 432.0, 328.0)).unwrap();
     assert!((rate - 328.0 / 432.0).abs() < 1e-12 && (len - 3.05).abs() < 1e-12);
     assert!(poll_spec(&p(5.0, 15.0, 3.0), &p(5.0, 15.0, 3.0)).is_none());
+}
+
+#[test]
+fn busy_machine_evidence_names_late_ticks_and_stalls_only() {
+    let json: Value = serde_json::json!({"results": [
+        {"concurrency": 1, "context_tokens": 0, "client_max_tick_lag_ms": 12.0, "warning_kinds": []},
+        {"concurrency": 2, "context_tokens": 0, "client_max_tick_lag_ms": 7218.4, "warning_kinds": []},
+        {"concurrency": 4, "context_tokens": 512, "client_max_tick_lag_ms": 3.0, "status": "invalid",
+         "error_kind": "stream_stalls", "stall_fraction": 0.53, "stall_longest_s": 1.6},
+        {"concurrency": 8, "context_tokens": 0, "warning_kinds": ["stream_stalls"],
+         "stall_fraction": 0.2, "stall_longest_s": 1.2}
+    ]});
+    assert_eq!(
+        busy_machine_evidence(&json),
+        vec![
+            "C=2 ctx=0: client monitor tick 7218 ms late".to_string(),
+            "C=4 ctx=512: streams silent 53 % of the window (longest 1.6 s)".to_string(),
+            "C=8 ctx=0: streams silent 20 % of the window (longest 1.2 s)".to_string(),
+        ]
+    );
+    assert!(busy_machine_evidence(&serde_json::json!({"results": []})).is_empty());
+    assert_eq!(witnessed_pause(100.0), None);
+    assert!(witnessed_pause(8729.0).is_some_and(|w| w.contains("8729 ms late")));
 }

@@ -179,21 +179,63 @@ fn check_rate_row(row: &Value, offered: f64, c: &mut Checks) {
     });
 }
 
-/// `servebench run --request-rate 1,2 --arrival poisson --slo …` against the real engine.
+/// `servebench run --request-rate 1,2 --arrival poisson --slo …` against the real engine. A run
+/// whose checks fail is run again (at most [`MAX_ATTEMPTS`]) only when the test's own
+/// [`PauseWitness`] saw the machine stand still during it: a paused client sends late, which is
+/// what the schedule-lag check would then report.
 #[test]
 #[ignore = "needs a real engine: set SERVEBENCH_E2E_URL and SERVEBENCH_E2E_ENGINE, run with --ignored"]
 fn open_loop_rates_with_slo_against_real_engine() {
     let _server = SERVER.lock().unwrap_or_else(|e| e.into_inner());
     let env = E2eEnv::from_env();
+    let mut earlier = Vec::new();
+    for attempt in 1..=MAX_ATTEMPTS {
+        let witness = PauseWitness::start();
+        let failures = open_loop_once(&env);
+        let pause = witnessed_pause(witness.finish());
+        if failures.is_empty() {
+            if !earlier.is_empty() {
+                eprintln!(
+                    "e2e open-loop: passed on attempt {attempt} of {MAX_ATTEMPTS}; earlier attempts failed on a paused machine:\n{}",
+                    earlier.join("\n")
+                );
+            }
+            return;
+        }
+        let Some(pause) = pause.filter(|_| attempt < MAX_ATTEMPTS) else {
+            panic!(
+                "{} checks failed:\n  {}\n(the machine did not stand still, or every attempt failed){}",
+                failures.len(),
+                failures.join("\n  "),
+                if earlier.is_empty() { String::new() } else { format!("\nearlier attempts:\n{}", earlier.join("\n")) }
+            );
+        };
+        let kept = env.out_dir.join(format!("open-loop.attempt{attempt}.json"));
+        let _ = std::fs::rename(env.out_dir.join("open-loop.json"), &kept);
+        eprintln!(
+            "e2e open-loop: attempt {attempt} of {MAX_ATTEMPTS} failed {} check(s) while {pause}; results kept as {}; running again",
+            failures.len(),
+            kept.display()
+        );
+        earlier.push(format!(
+            "  attempt {attempt} ({pause}):\n    - {}",
+            failures.join("\n    - ")
+        ));
+    }
+}
+
+/// One open-loop run and its checks; the failed checks (empty when all pass).
+fn open_loop_once(env: &E2eEnv) -> Vec<String> {
     let json_path = env.out_dir.join("open-loop.json");
     let _ = std::fs::remove_file(&json_path);
-    let before = scrape_generated(&env);
-    let (status, stderr) = run_rate(&env, "open-loop", &rate_args(&env, &json_path));
-    let after = scrape_generated(&env);
-    assert!(
-        status.success(),
-        "servebench exited {status:?}\n--- stderr ---\n{stderr}"
-    );
+    let before = scrape_generated(env);
+    let (status, stderr) = run_rate(env, "open-loop", &rate_args(env, &json_path));
+    let after = scrape_generated(env);
+    if !status.success() {
+        return vec![format!(
+            "servebench exited {status:?}\n--- stderr ---\n{stderr}"
+        )];
+    }
     let json: Value = serde_json::from_str(
         &std::fs::read_to_string(&json_path).expect("the results file exists"),
     )
@@ -226,14 +268,10 @@ fn open_loop_rates_with_slo_against_real_engine() {
         );
     }
     eprintln!(
-        "e2e open-loop: {} checks passed, {} skipped",
+        "e2e open-loop: {} checks passed, {} failed, {} skipped",
         c.passed,
+        c.failures.len(),
         c.skipped.len()
     );
-    assert!(
-        c.failures.is_empty(),
-        "{} checks failed:\n  {}",
-        c.failures.len(),
-        c.failures.join("\n  ")
-    );
+    c.failures
 }
