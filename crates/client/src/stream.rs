@@ -98,8 +98,9 @@ pub struct StreamFacts {
     pub retries: u32,
     /// `Retry-After` of the last 429, when the server sent one.
     pub retry_after: Option<Duration>,
-    /// The first moment the counted tokens exceeded [`MAX_TOKENS_PER_EVENT`] × token events:
-    /// (counted tokens, token events) then. Usage grew faster than the stream could carry.
+    /// The first moment the counted tokens exceeded [`usage_bound`]: (counted tokens, delta
+    /// chunks then — token-carrying events plus text-less delta chunks). Usage grew faster than
+    /// the stream could carry.
     pub usage_jump: Option<(u64, u64)>,
     /// Silences between consecutive output-token arrivals of this request longer than
     /// [`STALL_FLOOR`]: (previous token arrival, next token arrival). A request still silent
@@ -154,6 +155,12 @@ struct Accounting<'h, 'a> {
     /// Events that carried tokens: token events plus chunks whose usage grew (the usage bound
     /// of [`usage_bound`] counts these).
     carry_events: u64,
+    /// Delta chunks without text (a choice whose `content` is `""` or absent, the role chunk
+    /// and the finish chunk included) that did not count as carriers. vLLM sends one per token
+    /// whose text decodes to nothing (seen: a greedy random-weight model repeating such a
+    /// token 96 times, every chunk `"content": ""`, usage 96 at the end); the usage bound
+    /// counts them too.
+    empty_deltas: u64,
     /// Bytes of content and reasoning text received so far.
     text_bytes: u64,
     prev_token_at: Option<Instant>,
@@ -175,11 +182,12 @@ pub fn max_tokens_cut(max_tokens: u64) -> u64 {
     max_tokens.saturating_mul(2).saturating_add(16)
 }
 
-/// Most output tokens a stream can have carried after `events` token-carrying events and
-/// `text_bytes` bytes of text: [`MAX_TOKENS_PER_EVENT`] per event plus one per byte of text. A
-/// server that falls behind merges many tokens' deltas into one chunk (vLLM does under load), and
-/// those chunks carry the text of every merged token; tokens that decode to no text (special
-/// tokens, partial UTF-8) are covered by the per-event allowance. Usage above this bound is
+/// Most output tokens a stream can have carried after `events` delta chunks (token-carrying
+/// events, chunks whose usage grew, and text-less delta chunks) and `text_bytes` bytes of text:
+/// [`MAX_TOKENS_PER_EVENT`] per chunk plus one per byte of text. A server that falls behind
+/// merges many tokens' deltas into one chunk (vLLM does under load), and those chunks carry the
+/// text of every merged token; tokens that decode to no text (special tokens, partial UTF-8)
+/// are covered by the per-chunk allowance, and vLLM sends a `"content": ""` chunk for each. Usage above this bound is
 /// `usage_implausible` (docs/metrics.md, Faults).
 pub fn usage_bound(events: u64, text_bytes: u64) -> u64 {
     MAX_TOKENS_PER_EVENT
@@ -215,6 +223,7 @@ impl<'h, 'a> Accounting<'h, 'a> {
             usage_jump: None,
             carry_events: 0,
             text_bytes: 0,
+            empty_deltas: 0,
             prev_token_at: None,
             long_gaps: Vec::new(),
             sse_events: 0,
@@ -237,7 +246,7 @@ impl<'h, 'a> Accounting<'h, 'a> {
         self.prev_token_at = Some(at);
         self.carry_events += 1;
         let total = self.tracker.tokens();
-        let events = self.carry_events;
+        let events = self.carry_events + self.empty_deltas;
         let bound = usage_bound(events, self.text_bytes);
         if self.usage_jump.is_none() && total > bound {
             self.usage_jump = Some((total, events));
@@ -295,6 +304,9 @@ impl<'h, 'a> Accounting<'h, 'a> {
         let added = self.tracker.apply(&d, ev.at);
         let token_event = self.tracker.token_events() > events_before;
         if added == 0 && !token_event {
+            if matches!(&d, Decoded::Chunk(c) if c.has_choice) {
+                self.empty_deltas += 1;
+            }
             return;
         }
         self.on_token_arrival(ev.at);
@@ -1122,6 +1134,59 @@ mod tests {
         let above = chunk(MAX_TOKENS_PER_EVENT + 9);
         let out = replay(&hooks, base, &[(10, &above), (10, "[DONE]")]);
         assert_eq!(out.facts.usage_jump, Some((MAX_TOKENS_PER_EVENT + 9, 1)));
+    }
+
+    /// A real vLLM stream (tests/data/engines/local-captures/vllm-chat-stream-empty-content-tokens.sse):
+    /// 96 tokens whose text is empty, one `"content": ""` chunk each, usage 96 at the end. No
+    /// token event, so no token times; the usage is plausible (one delta chunk per token). The
+    /// same usage after only the role and finish chunks is still implausible.
+    #[test]
+    fn text_less_delta_chunks_carry_tokens_for_the_usage_bound() {
+        let path = concat!(
+            env!("CARGO_MANIFEST_DIR"),
+            "/../../tests/data/engines/local-captures/vllm-chat-stream-empty-content-tokens.sse"
+        );
+        let text = std::fs::read_to_string(path).unwrap();
+        let payloads: Vec<&str> = text
+            .split("\n\n")
+            .filter_map(|e| e.strip_prefix("data: "))
+            .collect();
+        assert_eq!(
+            payloads.len(),
+            99,
+            "role + 96 empty deltas (the last finishes) + usage + [DONE]"
+        );
+        let base = Instant::now();
+        let hooks = StreamHooks::default();
+        let events: Vec<(u64, &str)> = payloads
+            .iter()
+            .enumerate()
+            .map(|(i, p)| (i as u64 * 5, *p))
+            .collect();
+        let out = replay(&hooks, base, &events);
+        assert_eq!(out.record.output_tokens, 96);
+        assert_eq!(out.record.token_events, 0);
+        assert_eq!(
+            out.record.first_token_at, None,
+            "no token event, no token time"
+        );
+        assert!(out.record.error.is_none(), "{:?}", out.record.error);
+        assert_eq!(
+            out.facts.usage_jump, None,
+            "one delta chunk per token is plausible"
+        );
+        // Role chunk, finish chunk, usage 200: 3 chunks × 64 = 192 < 200.
+        let liar = [
+            (0, payloads[0]),
+            (5, payloads[96]),
+            (
+                10,
+                r#"{"choices":[],"usage":{"prompt_tokens":3,"completion_tokens":200}}"#,
+            ),
+            (15, "[DONE]"),
+        ];
+        let out = replay(&hooks, base, &liar);
+        assert_eq!(out.facts.usage_jump, Some((200, 3)));
     }
 
     #[test]

@@ -114,7 +114,7 @@ pub fn check_requests(requests: &[RequestFacts], max_tokens: u64) -> Vec<Finding
             kind: FailureKind::UsageImplausible,
             invalid: true,
             message: format!(
-                "usage_implausible: {} of {} requests' usage grew faster than their token events could carry ({t} tokens after {e} token events; bound {MAX_TOKENS_PER_EVENT} tokens per token-carrying event plus one per byte of text)",
+                "usage_implausible: {} of {} requests' usage grew faster than their token events could carry ({t} tokens after {e} delta chunks; bound {MAX_TOKENS_PER_EVENT} tokens per delta chunk plus one per byte of text)",
                 jumps.len(),
                 requests.len()
             ),

@@ -76,9 +76,23 @@ pub struct PrefillSample {
 }
 
 impl PrefillSample {
-    /// Client tok/s: prompt tokens / TTFT.
+    /// Client TTFT of the sample, s: the first token event; for a one-token answer whose token
+    /// had no text (no token event; vLLM sends it as a `"content": ""` chunk with the
+    /// `finish_reason`), the arrival of that finish chunk — the only token's delivery. `None`
+    /// without either.
+    pub fn ttft_s(&self) -> Option<f64> {
+        let r = &self.record;
+        r.ttft_s().or_else(|| {
+            let at = r
+                .finish_at
+                .filter(|_| r.token_events == 0 && r.output_tokens == 1)?;
+            Some(at.saturating_duration_since(r.sent_at).as_secs_f64())
+        })
+    }
+
+    /// Client tok/s: prompt tokens / [`Self::ttft_s`].
     pub fn client_tps(&self) -> Option<f64> {
-        match (self.record.prompt_tokens, self.record.ttft_s()) {
+        match (self.record.prompt_tokens, self.ttft_s()) {
             (Some(p), Some(t)) if t > 0.0 => Some(p as f64 / t),
             _ => None,
         }
@@ -305,7 +319,7 @@ pub fn cold_row(
         .iter()
         .filter(|s| s.client_tps().is_some())
         .collect();
-    let mut ttft: Vec<f64> = ok.iter().filter_map(|s| s.record.ttft_s()).collect();
+    let mut ttft: Vec<f64> = ok.iter().filter_map(|s| s.ttft_s()).collect();
     let mut tps: Vec<f64> = ok.iter().filter_map(|s| s.client_tps()).collect();
     let mut prompt: Vec<f64> = ok
         .iter()
@@ -389,7 +403,7 @@ pub fn warm_row(sample: Result<&PrefillSample, &String>) -> PrefillRow {
             }
         }
     };
-    let ttft = s.record.ttft_s();
+    let ttft = s.ttft_s();
     let prompt = s.record.prompt_tokens;
     let (cached, source) = match (s.record.cached_tokens, s.counter_cached_tokens) {
         (Some(c), _) => (Some(c), "usage"),
@@ -432,6 +446,51 @@ mod tests {
 
     fn scrape(text: &str) -> Scrape {
         Scrape::parse(text).unwrap()
+    }
+
+    /// A prefill request (max_tokens 1) against a greedy random-weight model on vLLM: the one
+    /// token has no text, so it comes as `"content": ""` with the finish_reason (as in
+    /// tests/data/engines/local-captures/vllm-chat-stream-empty-content-tokens.sse). The sample
+    /// times it at that finish chunk; a token event, when there is one, wins.
+    #[test]
+    fn a_text_less_single_token_is_timed_at_its_finish_chunk() {
+        let base = Instant::now();
+        let at = |ms: u64| base + Duration::from_millis(ms);
+        let sample = |payloads: &[(u64, &str)]| {
+            let mut t = servebench_sse::RequestTracker::new(base);
+            for (ms, data) in payloads {
+                t.apply_event(&servebench_sse::SseEvent {
+                    event: None,
+                    data,
+                    at: at(*ms),
+                });
+            }
+            PrefillSample {
+                record: t.finish(at(60), true, false),
+                server: None,
+                counter_cached_tokens: None,
+            }
+        };
+        let role = r#"{"choices":[{"index":0,"delta":{"role":"assistant","content":""},"finish_reason":null}]}"#;
+        let usage = r#"{"choices":[],"usage":{"prompt_tokens":512,"completion_tokens":1}}"#;
+        let empty_finish =
+            r#"{"choices":[{"index":0,"delta":{"content":""},"finish_reason":"length"}]}"#;
+        let s = sample(&[(5, role), (40, empty_finish), (41, usage), (42, "[DONE]")]);
+        assert_eq!(s.record.token_events, 0);
+        assert_eq!(s.record.ttft_s(), None, "no token event, no token time");
+        assert_eq!(s.ttft_s(), Some(0.040));
+        assert_eq!(s.client_tps(), Some(512.0 / 0.040));
+        let text_finish =
+            r#"{"choices":[{"index":0,"delta":{"content":"a"},"finish_reason":"length"}]}"#;
+        let s = sample(&[(5, role), (30, text_finish), (41, usage), (42, "[DONE]")]);
+        assert_eq!(s.ttft_s(), Some(0.030), "the token event");
+        // Two untimed tokens: the finish chunk is not the first token's time.
+        let usage2 = r#"{"choices":[],"usage":{"prompt_tokens":512,"completion_tokens":2}}"#;
+        let s = sample(&[(5, role), (40, empty_finish), (41, usage2), (42, "[DONE]")]);
+        assert_eq!(s.ttft_s(), None);
+        // No finish chunk at all: nothing to time.
+        let s = sample(&[(5, role), (41, usage), (42, "[DONE]")]);
+        assert_eq!(s.ttft_s(), None);
     }
 
     #[test]

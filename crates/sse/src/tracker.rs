@@ -68,6 +68,7 @@ pub struct RequestTracker {
     reasoning_tokens: Option<u64>,
     untimed_tokens: u64,
     finish_reason: Option<String>,
+    finish_at: Option<Instant>,
     timings: Option<Timings>,
     done: bool,
     error: Option<String>,
@@ -99,6 +100,7 @@ impl RequestTracker {
             reasoning_tokens: None,
             untimed_tokens: 0,
             finish_reason: None,
+            finish_at: None,
             timings: None,
             done: false,
             error: None,
@@ -157,6 +159,7 @@ impl RequestTracker {
             if self.finish_reason.as_deref() != Some(f) {
                 self.finish_reason = Some(f.to_owned());
             }
+            self.finish_at.get_or_insert(at);
         }
         if c.timings.is_some() {
             self.timings = c.timings;
@@ -322,6 +325,7 @@ impl RequestTracker {
             reasoning_tokens_clamped,
             untimed_tokens: self.untimed_tokens,
             finish_reason: self.finish_reason,
+            finish_at: self.finish_at,
             timings: self.timings,
             done: self.done,
             completed,
@@ -391,6 +395,10 @@ pub struct RequestRecord {
     pub untimed_tokens: u64,
     /// Last non-empty `finish_reason`.
     pub finish_reason: Option<String>,
+    /// Arrival of the first chunk with a non-empty `finish_reason`. Not a token time (a finish
+    /// chunk may carry no text); the prefill layer uses it for a one-token answer whose token
+    /// had no text (`servebench-core` `prefill`).
+    pub finish_at: Option<Instant>,
     /// Last llama.cpp `timings` object seen.
     pub timings: Option<Timings>,
     /// `[DONE]` was seen.
