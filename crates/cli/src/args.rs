@@ -303,7 +303,8 @@ pub struct RunArgs {
     /// Prefill contexts, `k` = ×1024: extra contexts measured by one cold request each, with no
     /// decode cell (default mode), or the profile contexts (--standalone-prefill); contexts that
     /// do not fit the model are reported as skipped
-    /// [default: 8k,64k,128k; simulator: 16k].
+    /// [default: 8k,64k,128k; simulator: 16k; with --request-rate / --rate-search: none unless
+    /// given].
     #[arg(long, allow_hyphen_values = true)]
     pub prefill_contexts: Option<String>,
     /// Repeated cold prefill samples per context before decode (median reported).
@@ -472,7 +473,11 @@ impl RunArgs {
             .map_err(usage)?;
 
         let policy = self.faults.to_policy()?;
-        let open_loop = self.rate.to_config()?;
+        let open_loop = self.rate.to_config(duration)?;
+        // Open-loop rows measure latency under a rate; the prefill layer (minutes at long
+        // contexts) runs there only when asked for with --prefill-contexts / --standalone-prefill.
+        let skip_prefill = self.skip_prefill
+            || (open_loop.is_some() && self.prefill_contexts.is_none() && !self.standalone_prefill);
         if open_loop.is_some() {
             crate::rate_args::check_exclusive(self, duration)?;
         }
@@ -551,7 +556,7 @@ impl RunArgs {
                 contexts: prefill_contexts.clone(),
                 standalone: self.standalone_prefill || self.prefill_only,
                 only: self.prefill_only,
-                skip: self.skip_prefill,
+                skip: skip_prefill,
                 duration: positive_secs("prefill-duration", self.prefill_duration)?,
                 metric: match self.prefill_metric {
                     PrefillMetricArg::Client => servebench_core::prefill::PrefillMetric::Client,

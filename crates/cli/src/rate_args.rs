@@ -35,7 +35,8 @@ pub struct RateArgs {
     #[arg(long, value_name = "SPEC")]
     pub slo: Option<String>,
     /// Find the highest rate meeting every --slo: double from --rate-search-start until a rate
-    /// fails, then bisect to --rate-search-resolution. Every probed rate is a row.
+    /// fails (or halve while it fails, never below 10 arrivals per --duration), then bisect to
+    /// --rate-search-resolution. Every probed rate is a row.
     #[arg(long, requires = "slo")]
     pub rate_search: bool,
     /// First rate of --rate-search, req/s [default: 1]. Needs --rate-search.
@@ -66,9 +67,10 @@ const SEARCH_MAX_RATE: f64 = 10_000.0;
 const DRAIN_SECONDS: f64 = 60.0;
 
 impl RateArgs {
-    /// The open-loop settings, or `None` without --request-rate / --rate-search. Bad values are
-    /// usage errors (exit 2) with one line naming the flag.
-    pub fn to_config(&self) -> anyhow::Result<Option<RateConfig>> {
+    /// The open-loop settings, or `None` without --request-rate / --rate-search; `duration` is
+    /// each row's length, s (it sets the search's lowest rate, [`search_min_rate`]). Bad values
+    /// are usage errors (exit 2) with one line naming the flag.
+    pub fn to_config(&self, duration: f64) -> anyhow::Result<Option<RateConfig>> {
         let open_loop_flag = self.burstiness.is_some()
             || self.max_concurrency.is_some()
             || self.slo.is_some()
@@ -115,11 +117,13 @@ impl RateArgs {
         if !(drain.is_finite() && (0.0..=86_400.0).contains(&drain)) {
             usage_bail!("--rate-drain-seconds must be between 0 and 86400 (got {drain})");
         }
+        let start = self.rate_search_start.unwrap_or(SEARCH_START);
         let search = self.rate_search.then_some(SearchSettings {
-            start: self.rate_search_start.unwrap_or(SEARCH_START),
+            start,
             resolution: self.rate_search_resolution.unwrap_or(SEARCH_RESOLUTION),
             max_probes: self.rate_search_max_probes.unwrap_or(SEARCH_MAX_PROBES),
             max_rate: self.rate_search_max_rate.unwrap_or(SEARCH_MAX_RATE),
+            min_rate: search_min_rate(start, duration),
         });
         let cfg = RateConfig {
             rates,
@@ -134,6 +138,23 @@ impl RateArgs {
         }
         Ok(Some(cfg))
     }
+}
+
+/// A search row should expect at least this many arrivals: halving below that says nothing
+/// about a percentile.
+const SEARCH_MIN_ARRIVALS: f64 = 10.0;
+
+/// The lowest rate `--rate-search` probes, req/s: max(start / 1024, 10 / duration), at most
+/// `start` (a failing start is then the only probe below it). `duration` in s.
+pub fn search_min_rate(start: f64, duration: f64) -> f64 {
+    let floor = if duration.is_finite() && duration > 0.0 {
+        SEARCH_MIN_ARRIVALS / duration
+    } else {
+        0.0
+    };
+    (start / servebench_core::rate::search::MIN_RATE_DIVISOR)
+        .max(floor)
+        .min(start)
 }
 
 /// The open-loop mode replaces the matrix: the matrix's own flags would be silently ignored, so
@@ -217,7 +238,7 @@ mod tests {
     fn cfg(args: &[&str]) -> anyhow::Result<Option<RateConfig>> {
         let mut v = vec!["t"];
         v.extend_from_slice(args);
-        T::try_parse_from(v).unwrap().r.to_config()
+        T::try_parse_from(v).unwrap().r.to_config(10.0)
     }
 
     #[test]
@@ -242,6 +263,21 @@ mod tests {
         .unwrap();
         assert!(c.search.is_some() && c.rates.is_empty());
         assert_eq!(c.arrival, Arrival::Gamma { shape: 0.5 });
+        // 10 s rows: the search never halves below 1 req/s (10 arrivals a row).
+        assert_eq!(c.search.unwrap().min_rate, 1.0);
+    }
+
+    #[test]
+    fn the_search_floor_keeps_ten_arrivals_a_row() {
+        assert_eq!(search_min_rate(1.0, 10.0), 1.0, "start itself is the floor");
+        assert_eq!(search_min_rate(8.0, 10.0), 1.0);
+        assert_eq!(search_min_rate(8.0, 100.0), 0.1);
+        assert_eq!(
+            search_min_rate(1024.0, 1e6),
+            1.0,
+            "start / 1024 when rows are long"
+        );
+        assert_eq!(search_min_rate(0.5, 10.0), 0.5, "never above the start");
     }
 
     #[test]

@@ -268,3 +268,55 @@ fn failed_rate_rows_exit_3() {
     validate(&v);
     assert_eq!(v["rate_results"][0]["status"], "error");
 }
+
+/// The prefill layer runs in rate mode only when asked for: no `prefill` rows by default, a row
+/// per context with `--prefill-contexts`.
+#[test]
+fn rate_mode_runs_prefill_only_when_asked() {
+    let s = sim();
+    let url = s.base_url();
+    let dir = tempfile::tempdir().unwrap();
+    let prefill_of = |extra: &[&str]| -> Value {
+        let out = dir.path().join("p.json");
+        let mut args = vec![
+            "run",
+            "--url",
+            &url,
+            "--request-rate",
+            "20",
+            "--duration",
+            "0.5",
+            "--contexts",
+            "0",
+            "--decode-warmup-seconds",
+            "0",
+            "--max-tokens",
+            "8",
+            "--no-hw-monitor",
+            "-o",
+            out.to_str().unwrap(),
+        ];
+        args.extend_from_slice(extra);
+        let o = run(&args, Duration::from_secs(90));
+        assert!(
+            o.status.success(),
+            "{extra:?}: exit {:?}\n{}",
+            o.status,
+            String::from_utf8_lossy(&o.stderr)
+        );
+        let v: Value = serde_json::from_str(&std::fs::read_to_string(&out).unwrap()).unwrap();
+        validate(&v);
+        assert_eq!(v["rate_results"].as_array().map(Vec::len), Some(1));
+        v["prefill"].clone()
+    };
+    let none = prefill_of(&[]);
+    assert!(
+        none.as_object().is_none_or(|m| m.is_empty()),
+        "no prefill rows by default in rate mode: {none}"
+    );
+    let asked = prefill_of(&["--prefill-contexts", "1k"]);
+    assert_eq!(
+        asked["1024"]["status"], "ok",
+        "the asked-for context is measured: {asked}"
+    );
+}

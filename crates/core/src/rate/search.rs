@@ -4,8 +4,10 @@
 //! server up to noise; each probe is one full row):
 //! 1. *Bracket.* Probe `start`. If it passes, double until a rate fails (bracket =
 //!    [last pass, first fail]) or the next rate would exceed `max_rate` (stop `max_rate`: the
-//!    best is the last pass). If `start` fails, halve until a rate passes, at most down to
-//!    `start / 1024` (stop `min_rate`: no passing rate found).
+//!    best is the last pass). If `start` fails, halve until a rate passes, never below
+//!    `min_rate` (stop `min_rate`: no passing rate found). The CLI sets `min_rate` to
+//!    max(start / 1024, 10 / row duration): a slower row would expect under 10 arrivals and
+//!    say nothing about a percentile.
 //! 2. *Bisect* the bracket `[lo, hi]` at its midpoint until `hi − lo ≤ resolution × lo`
 //!    (stop `resolution`; default 5 %, `--rate-search-resolution`).
 //! 3. Never more than `max_probes` probes in all (stop `max_probes`); an interrupted probe ends
@@ -19,8 +21,8 @@
 
 use servebench_results::{RateProbe, RateSearch, SearchStop};
 
-/// Lowest rate tried below a failing start: `start / 2^10`.
-const MIN_RATE_DIVISOR: f64 = 1024.0;
+/// Lowest rate tried below a failing start by default: `start / 2^10`.
+pub const MIN_RATE_DIVISOR: f64 = 1024.0;
 
 /// The search's settings.
 #[derive(Clone, Copy, Debug, PartialEq)]
@@ -33,6 +35,9 @@ pub struct SearchSettings {
     pub max_probes: u64,
     /// Highest rate ever probed, req/s (≥ start).
     pub max_rate: f64,
+    /// Lowest rate ever probed, req/s (> 0, ≤ start); halving below it stops the search
+    /// (`min_rate`).
+    pub min_rate: f64,
 }
 
 impl Default for SearchSettings {
@@ -42,6 +47,7 @@ impl Default for SearchSettings {
             resolution: 0.05,
             max_probes: 20,
             max_rate: 100_000.0,
+            min_rate: 1.0 / MIN_RATE_DIVISOR,
         }
     }
 }
@@ -64,6 +70,12 @@ impl SearchSettings {
         if self.max_probes == 0 {
             return Err("search needs at least one probe".into());
         }
+        if !(self.min_rate.is_finite() && self.min_rate > 0.0 && self.min_rate <= self.start) {
+            return Err(format!(
+                "search min rate must be in (0, start rate] (got {})",
+                self.min_rate
+            ));
+        }
         if !(self.max_rate.is_finite() && self.max_rate >= self.start) {
             return Err(format!(
                 "search max rate must be ≥ the start rate (got {})",
@@ -79,11 +91,7 @@ impl SearchSettings {
             "probe {} req/s; double while the SLOs are met (up to {} req/s), or halve while \
              missed (down to {} req/s); then bisect until (high - low) <= {} x low; at most {} \
              probes; best = highest passing rate",
-            self.start,
-            self.max_rate,
-            self.start / MIN_RATE_DIVISOR,
-            self.resolution,
-            self.max_probes
+            self.start, self.max_rate, self.min_rate, self.resolution, self.max_probes
         )
     }
 }
@@ -139,7 +147,7 @@ impl RateSearcher {
             }
             (None, Some(hi)) => {
                 let r = hi / 2.0;
-                if r < s.start / MIN_RATE_DIVISOR {
+                if r < s.min_rate {
                     self.stopped = Some(SearchStop::MinRate);
                     return None;
                 }
@@ -217,6 +225,7 @@ mod tests {
             resolution: 0.05,
             max_probes: 50,
             max_rate: 1e6,
+            min_rate: 1.0 / MIN_RATE_DIVISOR,
         };
         let out = search(st, threshold(37.0));
         assert_eq!(out.stopped, SearchStop::Resolution);
@@ -254,6 +263,17 @@ mod tests {
         assert_eq!(out.stopped, SearchStop::MinRate);
         assert_eq!(out.best_rate, None);
         assert_eq!(out.probes.len(), 11, "1, 1/2, …, 1/1024");
+        // A floor from the row length (the CLI's 10 / duration: 10 s rows → 1 req/s).
+        let st = SearchSettings {
+            start: 8.0,
+            min_rate: 1.0,
+            ..Default::default()
+        };
+        let out = search(st, |_| Some(false));
+        let rates: Vec<f64> = out.probes.iter().map(|p| p.rate).collect();
+        assert_eq!(rates, [8.0, 4.0, 2.0, 1.0], "the floor itself is probed");
+        assert_eq!(out.stopped, SearchStop::MinRate);
+        assert!(out.rule.contains("down to 1 req/s"), "{}", out.rule);
     }
 
     #[test]
@@ -311,6 +331,14 @@ mod tests {
             },
             SearchSettings {
                 max_probes: 0,
+                ..Default::default()
+            },
+            SearchSettings {
+                min_rate: 0.0,
+                ..Default::default()
+            },
+            SearchSettings {
+                min_rate: 2.0,
                 ..Default::default()
             },
             SearchSettings {
