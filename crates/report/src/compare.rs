@@ -172,6 +172,8 @@ pub struct Comparison {
     pub b: String,
     /// Joined cells, in A's order, then B's cells that A lacks.
     pub cells: Vec<CellDiff>,
+    /// Joined open-loop rows ([`crate::compare_rate`]); empty when neither file has any.
+    pub rates: Vec<crate::compare_rate::RateDiff>,
     /// Why the two runs may not be comparable.
     pub warnings: Vec<String>,
 }
@@ -574,11 +576,14 @@ pub fn compare(a: (&str, &Results), b: (&str, &Results), opts: &CompareOptions) 
             itl_p50: mk(None, None),
         });
     }
+    let mut warnings = comparability_warnings(a.1, b.1);
+    warnings.extend(crate::compare_rate::warnings(a.1, b.1));
     Comparison {
         a: a.0.to_string(),
         b: b.0.to_string(),
         cells,
-        warnings: comparability_warnings(a.1, b.1),
+        rates: crate::compare_rate::join(a.1, b.1),
+        warnings,
     }
 }
 
@@ -672,6 +677,32 @@ fn method_note(opts: &CompareOptions) -> String {
     )
 }
 
+/// An aligned text table: every column padded to its widest cell but the last.
+fn text_table<const N: usize>(out: &mut String, headers: &[&str; N], rows: &[[String; N]]) {
+    let mut width = headers.map(|h| h.chars().count());
+    for r in rows {
+        for (i, s) in r.iter().enumerate() {
+            width[i] = width[i].max(s.chars().count());
+        }
+    }
+    let line = |cells: &[String]| {
+        let mut s = String::from(" ");
+        for (i, c) in cells.iter().enumerate() {
+            if i + 1 < N {
+                let pad = width[i].saturating_sub(c.chars().count());
+                let _ = write!(s, " {c}{}", " ".repeat(pad));
+            } else {
+                let _ = write!(s, " {c}");
+            }
+        }
+        s.trim_end().to_string()
+    };
+    let _ = writeln!(out, "{}", line(&headers.map(String::from)));
+    for r in rows {
+        let _ = writeln!(out, "{}", line(r));
+    }
+}
+
 /// The comparisons as plain text.
 pub fn render_text(cmps: &[Comparison], opts: &CompareOptions) -> String {
     let mut out = String::new();
@@ -680,28 +711,17 @@ pub fn render_text(cmps: &[Comparison], opts: &CompareOptions) -> String {
         for w in &cmp.warnings {
             let _ = writeln!(out, "warning: not comparable: {w}");
         }
-        let rows = rows(cmp);
-        let mut width = HEADERS.map(|h| h.chars().count());
-        for r in &rows {
-            for (i, s) in r.iter().enumerate().take(8) {
-                width[i] = width[i].max(s.chars().count());
-            }
+        if !cmp.cells.is_empty() || cmp.rates.is_empty() {
+            text_table(&mut out, &HEADERS, &rows(cmp));
         }
-        let line = |cells: &[String]| {
-            let mut s = String::from(" ");
-            for (i, c) in cells.iter().enumerate() {
-                if i < 8 {
-                    let pad = width[i].saturating_sub(c.chars().count());
-                    let _ = write!(s, " {c}{}", " ".repeat(pad));
-                } else {
-                    let _ = write!(s, " {c}");
-                }
-            }
-            s.trim_end().to_string()
-        };
-        let _ = writeln!(out, "{}", line(&HEADERS.map(String::from)));
-        for r in &rows {
-            let _ = writeln!(out, "{}", line(r));
+        if !cmp.rates.is_empty() {
+            let _ = writeln!(out, "Open-loop request rate:");
+            text_table(
+                &mut out,
+                &crate::compare_rate::HEADERS,
+                &crate::compare_rate::rows(&cmp.rates),
+            );
+            let _ = writeln!(out, "{}", crate::compare_rate::NOTE);
         }
         let slower = cmp
             .cells
@@ -747,13 +767,25 @@ pub fn render_markdown(cmps: &[Comparison], opts: &CompareOptions) -> String {
         if !cmp.warnings.is_empty() {
             out.push('\n');
         }
-        let _ = writeln!(out, "| {} |", HEADERS.join(" | "));
-        let _ = writeln!(out, "|---|---:|---|---:|---:|---:|---|---|---|");
-        for r in rows(cmp) {
-            let cells: Vec<String> = r.iter().map(|s| crate::markdown::md_escape(s)).collect();
-            let _ = writeln!(out, "| {} |", cells.join(" | "));
+        if !cmp.cells.is_empty() || cmp.rates.is_empty() {
+            let _ = writeln!(out, "| {} |", HEADERS.join(" | "));
+            let _ = writeln!(out, "|---|---:|---|---:|---:|---:|---|---|---|");
+            for r in rows(cmp) {
+                let cells: Vec<String> = r.iter().map(|s| crate::markdown::md_escape(s)).collect();
+                let _ = writeln!(out, "| {} |", cells.join(" | "));
+            }
+            out.push('\n');
         }
-        out.push('\n');
+        if !cmp.rates.is_empty() {
+            let _ = writeln!(out, "### Open-loop request rate\n");
+            let _ = writeln!(out, "| {} |", crate::compare_rate::HEADERS.join(" | "));
+            let _ = writeln!(out, "|---:|---:|---|---:|---:|---:|---:|---:|---|");
+            for r in crate::compare_rate::rows(&cmp.rates) {
+                let cells: Vec<String> = r.iter().map(|s| crate::markdown::md_escape(s)).collect();
+                let _ = writeln!(out, "| {} |", cells.join(" | "));
+            }
+            let _ = writeln!(out, "\n{}\n", crate::compare_rate::NOTE);
+        }
     }
     let _ = writeln!(out, "{}\n", method_note(opts));
     let _ = writeln!(
@@ -822,6 +854,30 @@ pub fn render_html(
             out.push_str("</tr>\n");
         }
         out.push_str("</table>\n");
+        if !cmp.rates.is_empty() {
+            out.push_str("<h3>Open-loop request rate</h3>\n<table><tr>");
+            for h in crate::compare_rate::HEADERS {
+                let _ = write!(out, "<th>{}</th>", esc(h));
+            }
+            out.push_str("</tr>\n");
+            for r in crate::compare_rate::rows(&cmp.rates) {
+                out.push_str("<tr>");
+                for (i, s) in r.iter().enumerate() {
+                    let class = if i == 2 || i == 8 {
+                        ""
+                    } else {
+                        " class=\"num\""
+                    };
+                    let _ = write!(out, "<td{class}>{}</td>", esc(s));
+                }
+                out.push_str("</tr>\n");
+            }
+            let _ = writeln!(
+                out,
+                "</table>\n<p class=\"note\">{}</p>",
+                esc(crate::compare_rate::NOTE)
+            );
+        }
     }
     // Overlaid plots: per layer and context, one line per file.
     let base = runs.first().map(|r| r.1);

@@ -44,6 +44,7 @@ pub fn columns() -> Vec<(&'static str, Get)> {
         }),
         ("done", |r| r.requests_completed.to_string()),
         ("failed", |r| r.requests_failed.to_string()),
+        ("cut", |r| r.requests_cut.to_string()),
         ("not sent", |r| r.requests_not_sent.to_string()),
         ("achieved req/s", |r| num(r.achieved_rate, 2)),
         ("lag p50 ms", |r| ms(r.schedule_lag_p50)),

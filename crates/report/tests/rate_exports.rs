@@ -96,6 +96,20 @@ fn text_report_has_the_rate_table() {
     ] {
         assert!(t.contains(needle), "missing {needle:?} in\n{t}");
     }
+    // Every sent request is accounted for: done, failed and cut columns side by side.
+    let header = t.lines().find(|l| l.contains("sent/sched")).unwrap();
+    let cols: Vec<&str> = header
+        .split("  ")
+        .map(str::trim)
+        .filter(|c| !c.is_empty())
+        .collect();
+    let at = |h: &str| cols.iter().position(|c| *c == h);
+    assert!(
+        at("done").is_some()
+            && at("failed") == at("done").map(|i| i + 1)
+            && at("cut") == at("done").map(|i| i + 2),
+        "{header}"
+    );
     let plain = render_text(&common::full(), &ReportOptions::default());
     assert!(!plain.contains("Open-loop"));
     // Without SLOs the SLO columns are left out.
@@ -168,4 +182,68 @@ fn rate_csv_columns_are_documented() {
             "docs/exports.md does not document {name}"
         );
     }
+}
+
+/// `servebench compare` joins the open-loop rows by (context, offered rate): values A→B with the
+/// change, rows only one file has marked absent, and differing schedules named in the warnings.
+#[test]
+fn compare_joins_rate_rows() {
+    use servebench_report::compare::{compare, render_markdown, render_text, CompareOptions};
+    let a = with_rates();
+    let mut b = with_rates();
+    b.rate_results[0].ttft_from_intended = summary(0.125);
+    b.rate_results[0].goodput = Some(5.0);
+    b.rate_results[1].seed = 2;
+    let mut extra = b.rate_results[1].clone();
+    extra.offered_rate = 20.0;
+    b.rate_results.push(extra);
+    let opts = CompareOptions::default();
+    let cmp = compare(("a.json", &a), ("b.json", &b), &opts);
+    let got: Vec<(f64, (String, String))> = cmp
+        .rates
+        .iter()
+        .map(|d| (d.offered_rate, d.status.clone()))
+        .collect();
+    assert_eq!(
+        got,
+        [
+            (5.0, ("ok".into(), "ok".into())),
+            (10.0, ("ok".into(), "ok".into())),
+            (20.0, ("absent".into(), "ok".into())),
+        ]
+    );
+    assert_eq!(cmp.rates[0].ttft_p99, (Some(0.5), Some(0.25)));
+    assert_eq!(cmp.rates[0].goodput, (Some(4.5), Some(5.0)));
+    assert!(
+        cmp.warnings
+            .iter()
+            .any(|w| w.starts_with("rate row ctx=0 λ=10 req/s: seed 1 vs 2")),
+        "{:?}",
+        cmp.warnings
+    );
+    assert!(
+        !cmp.warnings.iter().any(|w| w.contains("λ=5 ")),
+        "same schedule at 5 req/s: {:?}",
+        cmp.warnings
+    );
+    let t = render_text(std::slice::from_ref(&cmp), &opts);
+    for needle in [
+        "Open-loop request rate:",
+        "TTFT* p99 ms",
+        "500.0→250.0 (-50.0%)",
+        "4.50→5.00 (+11.1%)",
+        "absent / ok",
+        "yes / yes",
+    ] {
+        assert!(t.contains(needle), "missing {needle:?} in\n{t}");
+    }
+    let md = render_markdown(&[cmp], &opts);
+    assert!(
+        md.contains("### Open-loop request rate") && md.contains("| 0 | 5 | ok / ok |"),
+        "{md}"
+    );
+    // Files without rate rows compare as before: no rate table.
+    let plain = compare(("a", &common::full()), ("b", &common::full()), &opts);
+    assert!(plain.rates.is_empty());
+    assert!(!render_text(&[plain], &opts).contains("Open-loop"));
 }
