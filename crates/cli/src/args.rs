@@ -685,6 +685,11 @@ pub fn resume_mismatch_message(e: &servebench_core::resume::ResumeMismatch) -> S
             file,
             run,
         } => format!("--model differs: the file has {file}, this run {run}"),
+        ResumeMismatch::Setting {
+            setting: Setting::OpenLoop,
+            file,
+            run,
+        } => open_loop_mismatch(file, run),
         ResumeMismatch::Setting { setting, file, run } => format!(
             "{} differs: the file has {file}, this run {run} (give the same flags as the run being resumed)",
             setting_flag(*setting)
@@ -692,9 +697,79 @@ pub fn resume_mismatch_message(e: &servebench_core::resume::ResumeMismatch) -> S
     }
 }
 
+/// A refused resume over the open-loop flags (`file` and `run` are the recorded
+/// `startup_diagnostics.args.open_loop` objects as JSON, or `unset`): names the first flag that
+/// differs with both values, or which of the two runs is open-loop.
+fn open_loop_mismatch(file: &str, run: &str) -> String {
+    use serde_json::Value;
+    let parse = |s: &str| {
+        serde_json::from_str::<Value>(s)
+            .ok()
+            .and_then(|v| v.as_object().cloned())
+    };
+    let show = |v: Option<&Value>| match v {
+        None | Some(Value::Null) => "unset".to_string(),
+        Some(Value::String(s)) => s.clone(),
+        Some(v) => v.to_string(),
+    };
+    match (parse(file), parse(run)) {
+        (Some(a), Some(b)) => {
+            let key = a
+                .keys()
+                .chain(b.keys())
+                .find(|k| a.get(*k) != b.get(*k))
+                .cloned()
+                .unwrap_or_default();
+            format!(
+                "--{} differs: the file has {}, this run {} (give the same flags as the run being resumed)",
+                key.replace('_', "-"),
+                show(a.get(&key)),
+                show(b.get(&key))
+            )
+        }
+        (None, Some(_)) => "the file is a concurrency-matrix run and this run is open-loop (--request-rate / --rate-search): resume it without the open-loop flags, or write a new file".to_string(),
+        (Some(_), None) => "the file is an open-loop run (--request-rate / --rate-search) and this run is not: give the same open-loop flags as the run being resumed".to_string(),
+        (None, None) => format!(
+            "{} differs: the file has {file}, this run {run} (give the same flags as the run being resumed)",
+            setting_flag(servebench_core::resume::Setting::OpenLoop)
+        ),
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use clap::CommandFactory as _;
+
+    /// A resume refused over the open-loop flags names the flag and both values, not the two
+    /// recorded objects.
+    #[test]
+    fn open_loop_resume_mismatch_names_the_flag() {
+        use servebench_core::resume::{ResumeMismatch, Setting};
+        let obj = |arrival: &str, rates: &str| {
+            serde_json::json!({"request_rate": rates, "arrival": arrival, "burstiness": null, "slo": null})
+                .to_string()
+        };
+        let msg = |file: String, run: String| {
+            super::resume_mismatch_message(&ResumeMismatch::Setting {
+                setting: Setting::OpenLoop,
+                file,
+                run,
+            })
+        };
+        assert_eq!(
+            msg(obj("poisson", "5,10"), obj("constant", "5,10")),
+            "--arrival differs: the file has poisson, this run constant (give the same flags as the run being resumed)"
+        );
+        assert!(msg(obj("poisson", "5,10"), obj("poisson", "5,20"))
+            .starts_with("--request-rate differs: the file has 5,10, this run 5,20"));
+        assert!(msg("unset".into(), obj("poisson", "5"))
+            .starts_with("the file is a concurrency-matrix run and this run is open-loop"));
+        assert!(
+            msg(obj("poisson", "5"), "unset".into()).starts_with("the file is an open-loop run")
+        );
+        let m = msg(obj("poisson", "5,10"), obj("constant", "5,10"));
+        assert!(!m.contains('{'), "no JSON in {m}");
+    }
 
     /// Every setting a resume compares is named by a flag `servebench run` has.
     #[test]

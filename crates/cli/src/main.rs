@@ -192,9 +192,14 @@ fn resume_from(
         ))
     })?;
     let r = servebench_core::resume::Resume::from_results(file, &path.display().to_string());
+    let rate_rows = if r.rate_rows.is_empty() {
+        String::new()
+    } else {
+        format!(", {} open-loop rate rows", r.rate_rows.len())
+    };
     let _ = writeln!(
         std::io::stderr(),
-        "servebench: resuming {}: {} cells and {} prefill rows kept, the missing and failed ones run again",
+        "servebench: resuming {}: {} cells{rate_rows} and {} prefill rows kept, the missing and failed ones run again",
         path.display(),
         r.cells.len() + r.burst_cells.len(),
         r.prefill.len()

@@ -320,3 +320,63 @@ fn rate_mode_runs_prefill_only_when_asked() {
         "the asked-for context is measured: {asked}"
     );
 }
+
+/// `--resume` of an open-loop file: the kept rows are counted on standard error; a resume with
+/// another open-loop flag is refused with one line naming that flag and both values.
+#[test]
+fn rate_resume_keeps_rows_and_names_a_changed_flag() {
+    let s = sim();
+    let url = s.base_url();
+    let dir = tempfile::tempdir().unwrap();
+    let out = dir.path().join("r.json");
+    let file = out.to_str().unwrap();
+    let base = [
+        "run",
+        "--url",
+        &url,
+        "--request-rate",
+        "20",
+        "--arrival",
+        "constant",
+        "--duration",
+        "0.5",
+    ];
+    let with = |extra: &[&str]| {
+        let mut args: Vec<&str> = base.to_vec();
+        args.extend_from_slice(extra);
+        args.extend_from_slice(COMMON);
+        run(&args, Duration::from_secs(90))
+    };
+    let first = with(&["-o", file]);
+    assert!(
+        first.status.success(),
+        "{}",
+        String::from_utf8_lossy(&first.stderr)
+    );
+    let again = with(&["--resume", file]);
+    let stderr = String::from_utf8_lossy(&again.stderr);
+    assert!(again.status.success(), "{stderr}");
+    assert!(stderr.contains("1 open-loop rate rows"), "{stderr}");
+    let bad = {
+        let mut args: Vec<&str> = base.to_vec();
+        args[5] = "--arrival";
+        args[6] = "poisson";
+        args.extend_from_slice(&["--resume", file]);
+        args.extend_from_slice(COMMON);
+        run(&args, Duration::from_secs(90))
+    };
+    let stderr = String::from_utf8_lossy(&bad.stderr);
+    assert_eq!(bad.status.code(), Some(2), "{stderr}");
+    let errors: Vec<&str> = stderr.lines().filter(|l| l.starts_with("error:")).collect();
+    assert_eq!(errors.len(), 1, "{stderr}");
+    assert!(
+        errors[0].contains("--arrival differs: the file has constant, this run poisson"),
+        "{}",
+        errors[0]
+    );
+    assert!(
+        !errors[0].contains('{'),
+        "no JSON in the message: {}",
+        errors[0]
+    );
+}
