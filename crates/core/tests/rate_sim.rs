@@ -464,6 +464,17 @@ async fn the_runner_checkpoints_rows_and_counts_unsent_arrivals() {
     );
     assert!(r.requests_not_sent >= 25, "{}", r.requests_not_sent);
     assert!(r.status_reason.as_deref().unwrap().contains("never sent"));
+    // Most arrivals never finished: the latency summaries cover only the survivors, so the row
+    // is invalid (a rate-search probe would stay ok: its verdict is slo_met).
+    assert_eq!(r.status, Some(CellStatus::Invalid), "{:?}", r.status_reason);
+    assert!(
+        r.status_reason
+            .as_deref()
+            .unwrap()
+            .contains("arrivals never finished"),
+        "{:?}",
+        r.status_reason
+    );
     // Unsent arrivals miss the SLO: attainment counts them, the p50 constraint fails.
     assert!(r.slo_attainment.unwrap() <= (r.requests_completed as f64) / 40.0 + 1e-9);
     assert_eq!(r.slo_met, Some(false));

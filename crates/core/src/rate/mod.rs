@@ -273,6 +273,38 @@ async fn run_row(
     measure_row(cfg, job, ctx, body, rate, step).await.0
 }
 
+/// A `--request-rate` row whose unfinished arrivals (cut at the deadline or never sent) exceed
+/// this share of the scheduled ones is `invalid`: its latency summaries cover only the completed
+/// requests, and the missing ones are the slowest, so above 1 % even the p99 reads low.
+pub const UNFINISHED_INVALID_FRACTION: f64 = 0.01;
+
+/// Marks an `ok` row `invalid` when more than [`UNFINISHED_INVALID_FRACTION`] of its arrivals
+/// never finished. Rate-search probes are left `ok`: their verdict is `slo_met`, which already
+/// counts every unfinished arrival as missing its SLOs, and an overloaded probe is how the search
+/// finds the bracket.
+fn judge_unfinished(row: &mut RateRow) {
+    let unfinished = row.requests_cut + row.requests_not_sent;
+    let share = unfinished as f64 / row.requests_scheduled.max(1) as f64;
+    if row.status != Some(CellStatus::Ok)
+        || row.search_step.is_some()
+        || share <= UNFINISHED_INVALID_FRACTION
+    {
+        return;
+    }
+    row.status = Some(CellStatus::Invalid);
+    let why = format!(
+        "{unfinished} of {} arrivals never finished ({:.1} %, over {:.0} %): the latency summaries cover only the {} completed requests and do not describe the server at this rate",
+        row.requests_scheduled,
+        share * 100.0,
+        UNFINISHED_INVALID_FRACTION * 100.0,
+        row.requests_completed
+    );
+    row.status_reason = Some(match row.status_reason.take() {
+        Some(r) => format!("{why}; {r}"),
+        None => why,
+    });
+}
+
 /// One row at `rate` for context `ctx` (`step` = its rate-search probe number): the row and
 /// every sent request's outcome (completion order; for tests against the simulator's truth).
 pub async fn measure_row(
@@ -347,18 +379,21 @@ pub async fn measure_row(
         row.status_reason = Some(
             "interrupted by the user (Ctrl-C, SIGTERM or SIGHUP) while the row was running".into(),
         );
-    } else if cut {
-        let why = format!(
-            "the row's deadline (schedule {:.1} s + drain {:.1} s) passed: {} requests in flight were cut, {} arrivals never sent",
-            job.duration.as_secs_f64(),
-            cfg.drain.as_secs_f64(),
-            row.requests_cut,
-            row.requests_not_sent
-        );
-        row.status_reason = Some(match row.status_reason.take() {
-            Some(r) => format!("{why}; {r}"),
-            None => why,
-        });
+    } else {
+        if cut {
+            let why = format!(
+                "the row's deadline (schedule {:.1} s + drain {:.1} s) passed: {} requests in flight were cut, {} arrivals never sent",
+                job.duration.as_secs_f64(),
+                cfg.drain.as_secs_f64(),
+                row.requests_cut,
+                row.requests_not_sent
+            );
+            row.status_reason = Some(match row.status_reason.take() {
+                Some(r) => format!("{why}; {r}"),
+                None => why,
+            });
+        }
+        judge_unfinished(&mut row);
     }
     job.events.log(format!(
         "rate row done ctx={} rate={rate} req/s: achieved {} req/s, {} of {} completed, TTFT p50 {} (from intended {}){}",
@@ -547,4 +582,71 @@ pub fn fold_row(
         )),
         _ => None,
     };
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn row(
+        scheduled: u64,
+        cut: u64,
+        not_sent: u64,
+        step: Option<u64>,
+        status: CellStatus,
+    ) -> RateRow {
+        RateRow {
+            requests_scheduled: scheduled,
+            requests_sent: scheduled - not_sent,
+            requests_completed: scheduled - not_sent - cut,
+            requests_cut: cut,
+            requests_not_sent: not_sent,
+            search_step: step,
+            status: Some(status),
+            ..Default::default()
+        }
+    }
+
+    #[test]
+    fn rows_with_over_one_percent_unfinished_are_invalid_except_search_probes() {
+        let judged = |mut r: RateRow| {
+            judge_unfinished(&mut r);
+            r.status.unwrap()
+        };
+        assert_eq!(
+            judged(row(100, 1, 0, None, CellStatus::Ok)),
+            CellStatus::Ok,
+            "1 % is the limit"
+        );
+        assert_eq!(
+            judged(row(100, 1, 1, None, CellStatus::Ok)),
+            CellStatus::Invalid
+        );
+        assert_eq!(
+            judged(row(100, 0, 2, None, CellStatus::Ok)),
+            CellStatus::Invalid,
+            "unsent count too"
+        );
+        assert_eq!(
+            judged(row(100, 50, 0, Some(3), CellStatus::Ok)),
+            CellStatus::Ok,
+            "a search probe"
+        );
+        assert_eq!(
+            judged(row(100, 50, 0, None, CellStatus::Error)),
+            CellStatus::Error
+        );
+        assert_eq!(
+            judged(row(0, 0, 0, None, CellStatus::Ok)),
+            CellStatus::Ok,
+            "an empty schedule"
+        );
+        let mut r = row(10, 5, 0, None, CellStatus::Ok);
+        r.status_reason = Some("the row's deadline passed".into());
+        judge_unfinished(&mut r);
+        assert_eq!(
+            r.status_reason.as_deref(),
+            Some("5 of 10 arrivals never finished (50.0 %, over 1 %): the latency summaries cover only the 5 completed requests and do not describe the server at this rate; the row's deadline passed")
+        );
+    }
 }
