@@ -480,6 +480,61 @@ async fn the_runner_checkpoints_rows_and_counts_unsent_arrivals() {
     assert_eq!(r.slo_met, Some(false));
 }
 
+/// An interrupted run lists every rate it never reached as a `skipped_user` row (like the
+/// matrix's unreached cells); the row it was running is `skipped_user` too.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_interrupted_run_lists_the_unreached_rates() {
+    let _g = SERIAL.lock().await;
+    let s = sim(SimConfig::default());
+    let mut ol = rate_cfg(Arrival::Constant, None, "");
+    ol.rates = vec![10.0, 20.0, 40.0];
+    let (tx, mut rx) = tokio::sync::mpsc::unbounded_channel();
+    let events = Arc::new(EventSink::new(Some(tx)));
+    let cancel = CancellationToken::new();
+    let stop = cancel.clone();
+    // Ctrl-C as soon as the first row is checkpointed.
+    let watcher = tokio::spawn(async move {
+        while let Some(e) = rx.recv().await {
+            if let servebench_core::RunEvent::Checkpoint(r) = e {
+                if !r.rate_results.is_empty() {
+                    stop.cancel();
+                }
+            }
+        }
+    });
+    let res = servebench_core::run(run_config(&s, ol, vec![0]), events.clone(), cancel)
+        .await
+        .expect("run");
+    drop(events);
+    let _ = watcher.await;
+    let rows: Vec<(f64, Option<CellStatus>)> = res
+        .rate_results
+        .iter()
+        .map(|r| (r.offered_rate, r.status))
+        .collect();
+    assert_eq!(
+        rows,
+        [
+            (10.0, Some(CellStatus::Ok)),
+            (20.0, Some(CellStatus::SkippedUser)),
+            (40.0, Some(CellStatus::SkippedUser)),
+        ],
+        "{:?}",
+        res.rate_results
+            .iter()
+            .map(|r| &r.status_reason)
+            .collect::<Vec<_>>()
+    );
+    assert_eq!(
+        res.rate_results[2].status_reason.as_deref(),
+        Some(servebench_core::rate::NOT_RUN_REASON)
+    );
+    assert_eq!(
+        res.rate_results[2].requests_scheduled, 0,
+        "nothing was drawn or sent"
+    );
+}
+
 /// The arrivals the simulator saw (its own receipt times) form a Poisson process at the offered
 /// rate: their gaps pass a one-sample KS test against Exp(λ) at α = 0.01 (the client's timer
 /// granularity, ≈ 1 ms against 50 ms mean gaps, moves the CDF by < 0.02 of the ≈ 0.115 margin).

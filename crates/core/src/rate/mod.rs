@@ -139,6 +139,10 @@ impl RateJob<'_> {
     }
 }
 
+/// `status_reason` of a `--request-rate` row the run never reached because it was interrupted.
+pub const NOT_RUN_REASON: &str =
+    "not run: the run was interrupted by the user (Ctrl-C, SIGTERM or SIGHUP) before this row";
+
 /// What the layer has finished so far (handed to the runner after every row, to checkpoint).
 #[derive(Clone, Debug, Default, PartialEq)]
 pub struct RateProgress {
@@ -178,7 +182,13 @@ pub async fn run_rate_layer(
             None => {
                 for &rate in &cfg.rates {
                     if job.cancel.is_cancelled() {
-                        break;
+                        // Listed like the matrix's unreached cells, never dropped.
+                        let mut row = row_header(cfg, job, *ctx, rate, 0);
+                        row.status = Some(CellStatus::SkippedUser);
+                        row.status_reason = Some(NOT_RUN_REASON.into());
+                        p.rows.push(row);
+                        on_row(&p);
+                        continue;
                     }
                     let header = row_header(cfg, job, *ctx, rate, 0);
                     let kept = job.kept.iter().find(|k| same_row(k, &header));
