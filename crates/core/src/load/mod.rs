@@ -446,8 +446,9 @@ async fn open_loop(shared: Arc<Shared>, tx: Tx, schedule: Vec<Duration>, cap: Op
                     shared.counters.waiting.fetch_add(1, Ordering::SeqCst);
                     shared.waited.fetch_add(1, Ordering::SeqCst);
                     let got = tokio::select! {
-                        p = s.clone().acquire_owned() => p.ok(),
+                        biased;
                         _ = shared.stop.cancelled() => None,
+                        p = s.clone().acquire_owned() => p.ok(),
                     };
                     shared.counters.waiting.fetch_sub(1, Ordering::SeqCst);
                     match got {
@@ -457,6 +458,11 @@ async fn open_loop(shared: Arc<Shared>, tx: Tx, schedule: Vec<Duration>, cap: Op
                 }
             },
         };
+        // Stopped while this arrival waited (a cut stream frees its slot at that very moment):
+        // it was never sent, so it must not become a sent-and-cut request.
+        if shared.stop.is_cancelled() {
+            break;
+        }
         let (shared, idle, tx) = (shared.clone(), idle.clone(), tx.clone());
         running.spawn(async move {
             let _permit = permit;

@@ -365,3 +365,43 @@ async fn the_scout_reports_success_failure_and_interruption() {
     assert!(o.record.cancelled);
     s.shutdown();
 }
+
+/// Stopping an open loop whose arrivals wait on the cap: the cut streams free their slots at the
+/// moment of the stop, and no waiting arrival may take one and go out as a sent-and-cut request.
+/// Sent never exceeds the cap; the rest is not sent (a race: repeated to catch it).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn stopping_a_capped_open_loop_sends_no_waiting_arrival() {
+    let s = sim(SimConfig {
+        decode_base_ms: 5.0,
+        ..Default::default()
+    });
+    let c = client(&s);
+    for _ in 0..10 {
+        let load = Load::start(
+            &c,
+            spec(
+                LoadPattern::OpenLoop {
+                    schedule: vec![Duration::ZERO; 20],
+                    max_concurrency: Some(2),
+                },
+                200,
+            ),
+            &CancellationToken::new(),
+        );
+        tokio::time::sleep(Duration::from_millis(300)).await;
+        load.stop();
+        let r = load.finish().await;
+        assert_eq!(
+            r.sent, 2,
+            "only the 2 in flight were sent (not sent {})",
+            r.not_sent
+        );
+        assert_eq!(r.not_sent, 18);
+        assert_eq!(r.outcomes.len(), 2);
+        assert!(r
+            .outcomes
+            .iter()
+            .all(|o| !o.failed() && o.stream.record.cancelled));
+    }
+    s.shutdown();
+}
