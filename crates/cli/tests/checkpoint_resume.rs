@@ -81,11 +81,20 @@ impl Bench {
     /// Starts a run writing to [`Bench::output`], waits until its results file holds one
     /// finished cell, sends `signal`, and returns how the process ended.
     fn kill_after_first_cell(&self, signal: libc::c_int) -> Output {
+        use std::os::unix::process::CommandExt as _;
         let out = self.output();
-        let child = self
-            .command(&["-o", out.to_str().unwrap()])
-            .spawn()
-            .expect("spawn servebench");
+        let mut cmd = self.command(&["-o", out.to_str().unwrap()]);
+        // The default disposition, whatever this test inherited: under `nohup` (SIGHUP ignored,
+        // which servebench then keeps, see `sighup_under_nohup_does_not_stop_the_run`) a hang-up
+        // would otherwise not reach it.
+        // SAFETY: signal(2) is async-signal-safe; nothing else runs between fork and exec.
+        unsafe {
+            cmd.pre_exec(move || {
+                libc::signal(signal, libc::SIG_DFL);
+                Ok(())
+            });
+        }
+        let child = cmd.spawn().expect("spawn servebench");
         wait_for_first_cell(&out);
         // SAFETY: plain kill(2) on our own child's pid.
         assert_eq!(unsafe { libc::kill(child.id() as libc::pid_t, signal) }, 0);
