@@ -471,7 +471,7 @@ async fn the_runner_checkpoints_rows_and_counts_unsent_arrivals() {
         r.status_reason
             .as_deref()
             .unwrap()
-            .contains("arrivals never finished"),
+            .contains("arrivals did not complete"),
         "{:?}",
         r.status_reason
     );

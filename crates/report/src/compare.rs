@@ -174,6 +174,8 @@ pub struct Comparison {
     pub cells: Vec<CellDiff>,
     /// Joined open-loop rows ([`crate::compare_rate`]); empty when neither file has any.
     pub rates: Vec<crate::compare_rate::RateDiff>,
+    /// One line per context a rate search ran on in either file: best rate A→B.
+    pub rate_searches: Vec<String>,
     /// Why the two runs may not be comparable.
     pub warnings: Vec<String>,
 }
@@ -583,6 +585,7 @@ pub fn compare(a: (&str, &Results), b: (&str, &Results), opts: &CompareOptions) 
         b: b.0.to_string(),
         cells,
         rates: crate::compare_rate::join(a.1, b.1),
+        rate_searches: crate::compare_rate::search_lines(a.1, b.1),
         warnings,
     }
 }
@@ -721,7 +724,13 @@ pub fn render_text(cmps: &[Comparison], opts: &CompareOptions) -> String {
                 &crate::compare_rate::HEADERS,
                 &crate::compare_rate::rows(&cmp.rates),
             );
-            let _ = writeln!(out, "{}", crate::compare_rate::NOTE);
+            for l in &cmp.rate_searches {
+                let _ = writeln!(out, "{l}");
+            }
+            let _ = writeln!(out, "{}\n", crate::compare_rate::NOTE);
+        }
+        if cmp.cells.is_empty() && !cmp.rates.is_empty() {
+            continue;
         }
         let slower = cmp
             .cells
@@ -738,12 +747,14 @@ pub fn render_text(cmps: &[Comparison], opts: &CompareOptions) -> String {
             "Summary: B is faster in {faster} cell(s), slower in {slower} cell(s) beyond the noise (aggregate tok/s).\n"
         );
     }
-    let _ = writeln!(out, "{}", method_note(opts));
-    let _ = writeln!(
-        out,
-        "Interval methods used: {}",
-        methods_used(cmps).join(", ")
-    );
+    if cmps.iter().any(|c| !c.cells.is_empty()) {
+        let _ = writeln!(out, "{}", method_note(opts));
+        let _ = writeln!(
+            out,
+            "Interval methods used: {}",
+            methods_used(cmps).join(", ")
+        );
+    }
     out
 }
 
@@ -784,15 +795,21 @@ pub fn render_markdown(cmps: &[Comparison], opts: &CompareOptions) -> String {
                 let cells: Vec<String> = r.iter().map(|s| crate::markdown::md_escape(s)).collect();
                 let _ = writeln!(out, "| {} |", cells.join(" | "));
             }
+            out.push('\n');
+            for l in &cmp.rate_searches {
+                let _ = writeln!(out, "- {}", crate::markdown::md_escape(l));
+            }
             let _ = writeln!(out, "\n{}\n", crate::compare_rate::NOTE);
         }
     }
-    let _ = writeln!(out, "{}\n", method_note(opts));
-    let _ = writeln!(
-        out,
-        "Interval methods used: {}.",
-        methods_used(cmps).join(", ")
-    );
+    if cmps.iter().any(|c| !c.cells.is_empty()) {
+        let _ = writeln!(out, "{}\n", method_note(opts));
+        let _ = writeln!(
+            out,
+            "Interval methods used: {}.",
+            methods_used(cmps).join(", ")
+        );
+    }
     out
 }
 
@@ -831,55 +848,89 @@ pub fn render_html(
                 esc(w)
             );
         }
-        out.push_str("<table><tr>");
-        for h in HEADERS {
+        if !cmp.cells.is_empty() || cmp.rates.is_empty() {
+            matrix_table_html(&mut out, cmp);
+        }
+        if !cmp.rates.is_empty() {
+            rate_table_html(&mut out, cmp);
+        }
+    }
+    matrix_plots_html(&mut out, runs)?;
+    if cmps.iter().any(|c| !c.cells.is_empty()) {
+        let _ = writeln!(
+            out,
+            "<h2>Method</h2><p class=\"note\">{}</p>",
+            esc(&method_note(opts))
+        );
+        let _ = writeln!(
+            out,
+            "<p class=\"note\">Interval methods used: {}.</p>",
+            esc(&methods_used(cmps).join(", "))
+        );
+    }
+    out.push_str("</body>\n</html>\n");
+    Ok(out)
+}
+
+fn matrix_table_html(out: &mut String, cmp: &Comparison) {
+    out.push_str("<table><tr>");
+    for h in HEADERS {
+        let _ = write!(out, "<th>{}</th>", esc(h));
+    }
+    out.push_str("</tr>\n");
+    for (r, c) in rows(cmp).iter().zip(&cmp.cells) {
+        let style = match c.tps.verdict {
+            Verdict::Slower => " style=\"background:#f8d7da\"",
+            Verdict::Faster => " style=\"background:#d4edda\"",
+            _ => "",
+        };
+        let _ = write!(out, "<tr{style}>");
+        for (i, s) in r.iter().enumerate() {
+            let class = if (1..=6).contains(&i) {
+                " class=\"num\""
+            } else {
+                ""
+            };
+            let _ = write!(out, "<td{class}>{}</td>", esc(s));
+        }
+        out.push_str("</tr>\n");
+    }
+    out.push_str("</table>\n");
+}
+
+fn rate_table_html(out: &mut String, cmp: &Comparison) {
+    {
+        out.push_str("<h3>Open-loop request rate</h3>\n<table><tr>");
+        for h in crate::compare_rate::HEADERS {
             let _ = write!(out, "<th>{}</th>", esc(h));
         }
         out.push_str("</tr>\n");
-        for (r, c) in rows(cmp).iter().zip(&cmp.cells) {
-            let style = match c.tps.verdict {
-                Verdict::Slower => " style=\"background:#f8d7da\"",
-                Verdict::Faster => " style=\"background:#d4edda\"",
-                _ => "",
-            };
-            let _ = write!(out, "<tr{style}>");
+        for r in crate::compare_rate::rows(&cmp.rates) {
+            out.push_str("<tr>");
             for (i, s) in r.iter().enumerate() {
-                let class = if (1..=6).contains(&i) {
-                    " class=\"num\""
-                } else {
+                let class = if i == 2 || i == 8 {
                     ""
+                } else {
+                    " class=\"num\""
                 };
                 let _ = write!(out, "<td{class}>{}</td>", esc(s));
             }
             out.push_str("</tr>\n");
         }
         out.push_str("</table>\n");
-        if !cmp.rates.is_empty() {
-            out.push_str("<h3>Open-loop request rate</h3>\n<table><tr>");
-            for h in crate::compare_rate::HEADERS {
-                let _ = write!(out, "<th>{}</th>", esc(h));
-            }
-            out.push_str("</tr>\n");
-            for r in crate::compare_rate::rows(&cmp.rates) {
-                out.push_str("<tr>");
-                for (i, s) in r.iter().enumerate() {
-                    let class = if i == 2 || i == 8 {
-                        ""
-                    } else {
-                        " class=\"num\""
-                    };
-                    let _ = write!(out, "<td{class}>{}</td>", esc(s));
-                }
-                out.push_str("</tr>\n");
-            }
-            let _ = writeln!(
-                out,
-                "</table>\n<p class=\"note\">{}</p>",
-                esc(crate::compare_rate::NOTE)
-            );
+        for l in &cmp.rate_searches {
+            let _ = writeln!(out, "<p>{}</p>", esc(l));
         }
+        let _ = writeln!(
+            out,
+            "<p class=\"note\">{}</p>",
+            esc(crate::compare_rate::NOTE)
+        );
     }
-    // Overlaid plots: per layer and context, one line per file.
+}
+
+/// Overlaid plots: per layer and context, one line per file.
+fn matrix_plots_html(out: &mut String, runs: &[(&str, &Results)]) -> anyhow::Result<()> {
     let base = runs.first().map(|r| r.1);
     if let Some(base) = base {
         for l in layers(base) {
@@ -946,20 +997,9 @@ pub fn render_html(
                     "<h2>{} (solid: A, dashed: the others)</h2>",
                     esc(l.title)
                 );
-                plots(&mut out, &charts)?;
+                plots(out, &charts)?;
             }
         }
     }
-    let _ = writeln!(
-        out,
-        "<h2>Method</h2><p class=\"note\">{}</p>",
-        esc(&method_note(opts))
-    );
-    let _ = writeln!(
-        out,
-        "<p class=\"note\">Interval methods used: {}.</p>",
-        esc(&methods_used(cmps).join(", "))
-    );
-    out.push_str("</body>\n</html>\n");
-    Ok(out)
+    Ok(())
 }

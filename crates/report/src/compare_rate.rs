@@ -42,7 +42,7 @@ fn p99(s: &Option<RateSummary>) -> Option<f64> {
     s.as_ref().map(|s| s.p99)
 }
 
-/// A's and B's rate rows joined by (context, offered rate): A's order, then B's rows A lacks.
+/// A's and B's rate rows joined by (context, offered rate), sorted by context then rate.
 pub fn join(a: &Results, b: &Results) -> Vec<RateDiff> {
     let mut keys: Vec<(u64, u64)> = Vec::new();
     for r in a.rate_results.iter().chain(&b.rate_results) {
@@ -50,6 +50,11 @@ pub fn join(a: &Results, b: &Results) -> Vec<RateDiff> {
             keys.push(key(r));
         }
     }
+    // By context, then rate (a search probes out of order).
+    keys.sort_by(|x, y| {
+        x.0.cmp(&y.0)
+            .then(f64::from_bits(x.1).total_cmp(&f64::from_bits(y.1)))
+    });
     keys.into_iter()
         .map(|k| {
             let (ra, rb) = (find(&a.rate_results, k), find(&b.rate_results, k));
@@ -77,6 +82,7 @@ pub fn join(a: &Results, b: &Results) -> Vec<RateDiff> {
 /// arrival process, burstiness, concurrency cap, row length, seed or SLO set.
 pub fn warnings(a: &Results, b: &Results) -> Vec<String> {
     let mut out = Vec::new();
+    let mut slo_warned: Option<String> = None;
     for ra in &a.rate_results {
         let Some(rb) = find(&b.rate_results, key(ra)) else {
             continue;
@@ -97,9 +103,11 @@ pub fn warnings(a: &Results, b: &Results) -> Vec<String> {
             ));
         }
         if ra.max_concurrency != rb.max_concurrency {
+            let cap = |c: Option<u64>| c.map_or("unset".to_string(), |c| c.to_string());
             diffs.push(format!(
-                "--max-concurrency {:?} vs {:?}",
-                ra.max_concurrency, rb.max_concurrency
+                "--max-concurrency {} vs {}",
+                cap(ra.max_concurrency),
+                cap(rb.max_concurrency)
             ));
         }
         if ra.duration != rb.duration {
@@ -111,20 +119,83 @@ pub fn warnings(a: &Results, b: &Results) -> Vec<String> {
                 ra.seed, rb.seed
             ));
         }
-        let slos = |r: &RateRow| -> Vec<String> {
-            r.slo
-                .iter()
-                .map(|c| format!("{}_p{}<={}", c.metric.as_str(), c.percentile, c.threshold))
-                .collect()
-        };
-        if slos(ra) != slos(rb) {
-            diffs.push("different SLOs (goodput is not comparable)".into());
-        }
         if !diffs.is_empty() {
             out.push(format!("{label}: {}", diffs.join(", ")));
         }
+        if slo_spec(ra) != slo_spec(rb) && slo_warned.is_none() {
+            slo_warned = Some(format!(
+                "rate rows judged against different SLOs (A: {}, B: {}): goodput, attainment and SLOs met are not comparable",
+                slo_words(ra),
+                slo_words(rb)
+            ));
+        }
     }
+    out.extend(slo_warned);
     out
+}
+
+fn slo_spec(r: &RateRow) -> Vec<(&'static str, u64, u64)> {
+    r.slo
+        .iter()
+        .map(|c| {
+            (
+                c.metric.as_str(),
+                c.percentile.to_bits(),
+                c.threshold.to_bits(),
+            )
+        })
+        .collect()
+}
+
+/// `ttft_p99=500ms,e2e_p90=10s` (the `--slo` form), or `none`.
+fn slo_words(r: &RateRow) -> String {
+    if r.slo.is_empty() {
+        return "none".into();
+    }
+    r.slo
+        .iter()
+        .map(|c| {
+            format!(
+                "{}_p{}={}ms",
+                c.metric.as_str(),
+                c.percentile,
+                c.threshold * 1e3
+            )
+        })
+        .collect::<Vec<_>>()
+        .join(",")
+}
+
+/// One line per context searched in either file: the best rate A→B with the change, and why
+/// each search stopped.
+pub fn search_lines(a: &Results, b: &Results) -> Vec<String> {
+    let mut ctxs: Vec<u64> = a
+        .rate_search
+        .iter()
+        .chain(&b.rate_search)
+        .map(|s| s.context_tokens)
+        .collect();
+    ctxs.sort_unstable();
+    ctxs.dedup();
+    ctxs.into_iter()
+        .map(|ctx| {
+            let (sa, sb) = (
+                a.rate_search.iter().find(|s| s.context_tokens == ctx),
+                b.rate_search.iter().find(|s| s.context_tokens == ctx),
+            );
+            let best = (sa.and_then(|s| s.best_rate), sb.and_then(|s| s.best_rate));
+            let stop = |s: Option<&servebench_results::RateSearch>| {
+                s.map_or("absent", |s| s.stopped.as_str())
+            };
+            format!(
+                "rate search ctx={}: best req/s {} (stopped: A {}, B {})",
+                format_context(ctx),
+                pair(best, 1.0, 3, true),
+                stop(sa),
+                stop(sb)
+            )
+        })
+        .collect()
 }
 
 /// Headers of the rate table (text, Markdown, HTML).
@@ -147,12 +218,18 @@ fn pct(a: Option<f64>, b: Option<f64>) -> String {
     }
 }
 
-fn pair(v: (Option<f64>, Option<f64>), scale: f64, digits: usize) -> String {
+/// `A→B (change)`; the change only when `compare` (both rows `ok`).
+fn pair(v: (Option<f64>, Option<f64>), scale: f64, digits: usize, compare: bool) -> String {
     let f = |x: Option<f64>| {
         x.map(|x| format!("{:.digits$}", x * scale))
             .unwrap_or_else(|| "-".into())
     };
-    format!("{}→{}{}", f(v.0), f(v.1), pct(v.0, v.1))
+    let change = if compare {
+        pct(v.0, v.1)
+    } else {
+        String::new()
+    };
+    format!("{}→{}{change}", f(v.0), f(v.1))
 }
 
 fn met(m: Option<bool>) -> &'static str {
@@ -169,6 +246,10 @@ pub fn rows(diffs: &[RateDiff]) -> Vec<[String; 9]> {
     diffs
         .iter()
         .map(|d| {
+            // Changes only between two ok rows: an interrupted or invalid row's values are shown,
+            // never compared.
+            let ok = d.status.0 == "ok" && d.status.1 == "ok";
+            let pair = |v, scale, digits| pair(v, scale, digits, ok);
             [
                 format_context(d.context),
                 format!("{}", d.offered_rate),
@@ -185,4 +266,4 @@ pub fn rows(diffs: &[RateDiff]) -> Vec<[String; 9]> {
 }
 
 /// The note under the rate table.
-pub const NOTE: &str = "Open-loop rows joined by context and offered rate; values A→B (change). TTFT* and E2E* from each request's intended send time. One row per file: no interval, no verdict.";
+pub const NOTE: &str = "Open-loop rows joined by context and offered rate; values A→B, with the change (B − A) / A when both rows are ok. TTFT* and E2E* from each request's intended send time. One row per file: no interval, no verdict, and --fail-if-slower does not look at these rows.";

@@ -588,7 +588,10 @@ pub fn render_html(r: &Results, opts: &ReportOptions) -> anyhow::Result<String> 
         .filter(|(_, c)| c.status != CellStatus::Ok)
         .collect();
     out.push_str("<h2 id=\"not-measured\">Cells not measured</h2>\n");
-    if problems.is_empty() {
+    let matrix_cells: usize = layers(r).iter().map(|l| l.cells.len()).sum();
+    if problems.is_empty() && matrix_cells == 0 && !r.rate_results.is_empty() {
+        out.push_str("<p>No matrix cells: this is an open-loop run. Each rate row's status and reason are in the Open-loop request rate section above.</p>\n");
+    } else if problems.is_empty() {
         out.push_str("<p>Every planned cell was measured.</p>\n");
     } else {
         out.push_str("<table><tr><th>layer</th><th>C</th><th>context</th><th>status</th><th>reason</th></tr>\n");

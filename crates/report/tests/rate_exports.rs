@@ -134,6 +134,18 @@ fn markdown_and_html_have_the_rate_table() {
     let h = html::render_html(&with_rates(), &ReportOptions::default()).unwrap();
     assert!(h.contains("<h2 id=\"rate\">Open-loop request rate</h2>"));
     assert!(h.contains("HTTP 500 &lt;boom&gt;"), "reasons are escaped");
+    // A rate-only file does not claim that every planned cell was measured.
+    let mut ro = with_rates();
+    ro.results.clear();
+    ro.burst_results.clear();
+    ro.prefill.clear();
+    ro.prefill_warm.clear();
+    let h = html::render_html(&ro, &ReportOptions::default()).unwrap();
+    assert!(
+        h.contains("No matrix cells: this is an open-loop run")
+            && !h.contains("Every planned cell"),
+        "{h}"
+    );
     assert!(
         !markdown::render_markdown(&common::full(), &ReportOptions::default())
             .contains("Open-loop")
@@ -242,6 +254,65 @@ fn compare_joins_rate_rows() {
         md.contains("### Open-loop request rate") && md.contains("| 0 | 5 | ok / ok |"),
         "{md}"
     );
+    // A row that is not ok on one side shows its values, never a change; the search's best
+    // rate is compared; different SLOs give one warning naming both.
+    let mut c = with_rates();
+    c.rate_results[1].status = Some(CellStatus::SkippedUser);
+    c.rate_results[0].slo[0].threshold = 0.25;
+    c.rate_search[0].best_rate = Some(10.0);
+    let cmp = compare(("a.json", &a), ("c.json", &c), &opts);
+    let t = render_text(std::slice::from_ref(&cmp), &opts);
+    let line = t
+        .lines()
+        .find(|l| l.contains("ok / skipped_user"))
+        .expect(&t);
+    assert!(
+        !line.contains('%'),
+        "no change against a skipped row: {line}"
+    );
+    assert!(
+        t.contains("rate search ctx=0: best req/s 5.000→10.000 (+100.0%)"),
+        "{t}"
+    );
+    let slo: Vec<&String> = cmp.warnings.iter().filter(|w| w.contains("SLOs")).collect();
+    assert_eq!(slo.len(), 1, "{:?}", cmp.warnings);
+    assert!(
+        slo[0].contains("A: ttft_p99=500ms, B: ttft_p99=250ms"),
+        "{}",
+        slo[0]
+    );
+    // Rate-only files: no matrix table, summary or interval legend.
+    let only_rates = |mut r: Results| {
+        r.results.clear();
+        r.burst_results.clear();
+        r.prefill.clear();
+        r.prefill_warm.clear();
+        r
+    };
+    let cmp = compare(
+        ("a", &only_rates(with_rates())),
+        ("b", &only_rates(with_rates())),
+        &opts,
+    );
+    assert!(cmp.cells.is_empty(), "{:?}", cmp.cells);
+    let t = render_text(std::slice::from_ref(&cmp), &opts);
+    assert!(t.contains("Open-loop request rate:"), "{t}");
+    for absent in ["Summary:", "Interval methods used", "A tok/s"] {
+        assert!(
+            !t.contains(absent),
+            "{absent:?} in a rate-only comparison:\n{t}"
+        );
+    }
+    let h = servebench_report::compare::render_html(
+        &[
+            ("a", &only_rates(with_rates())),
+            ("b", &only_rates(with_rates())),
+        ],
+        &[cmp],
+        &opts,
+    )
+    .unwrap();
+    assert!(h.contains("Open-loop request rate") && !h.contains("A tok/s"));
     // Files without rate rows compare as before: no rate table.
     let plain = compare(("a", &common::full()), ("b", &common::full()), &opts);
     assert!(plain.rates.is_empty());

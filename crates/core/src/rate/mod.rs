@@ -283,17 +283,18 @@ async fn run_row(
     measure_row(cfg, job, ctx, body, rate, step).await.0
 }
 
-/// A `--request-rate` row whose unfinished arrivals (cut at the deadline or never sent) exceed
-/// this share of the scheduled ones is `invalid`: its latency summaries cover only the completed
-/// requests, and the missing ones are the slowest, so above 1 % even the p99 reads low.
+/// A `--request-rate` row whose arrivals that did not complete (failed, cut at the deadline or
+/// never sent) exceed this share of the scheduled ones is `invalid`: its latency summaries cover
+/// only the completed requests, and the missing ones are the slowest (or the server's failures),
+/// so above 1 % even the p99 does not describe the server.
 pub const UNFINISHED_INVALID_FRACTION: f64 = 0.01;
 
 /// Marks an `ok` row `invalid` when more than [`UNFINISHED_INVALID_FRACTION`] of its arrivals
-/// never finished. Rate-search probes are left `ok`: their verdict is `slo_met`, which already
+/// did not complete. Rate-search probes are left `ok`: their verdict is `slo_met`, which already
 /// counts every unfinished arrival as missing its SLOs, and an overloaded probe is how the search
 /// finds the bracket.
 fn judge_unfinished(row: &mut RateRow) {
-    let unfinished = row.requests_cut + row.requests_not_sent;
+    let unfinished = row.requests_failed + row.requests_cut + row.requests_not_sent;
     let share = unfinished as f64 / row.requests_scheduled.max(1) as f64;
     if row.status != Some(CellStatus::Ok)
         || row.search_step.is_some()
@@ -303,8 +304,11 @@ fn judge_unfinished(row: &mut RateRow) {
     }
     row.status = Some(CellStatus::Invalid);
     let why = format!(
-        "{unfinished} of {} arrivals never finished ({:.1} %, over {:.0} %): the latency summaries cover only the {} completed requests and do not describe the server at this rate",
+        "{unfinished} of {} arrivals did not complete ({} failed, {} cut, {} not sent: {:.1} %, over {:.0} %): the latency summaries cover only the {} completed requests and do not describe the server at this rate",
         row.requests_scheduled,
+        row.requests_failed,
+        row.requests_cut,
+        row.requests_not_sent,
         share * 100.0,
         UNFINISHED_INVALID_FRACTION * 100.0,
         row.requests_completed
@@ -637,6 +641,13 @@ mod tests {
             CellStatus::Invalid,
             "unsent count too"
         );
+        let mut failing = row(100, 0, 0, None, CellStatus::Ok);
+        (failing.requests_failed, failing.requests_completed) = (2, 98);
+        assert_eq!(
+            judged(failing),
+            CellStatus::Invalid,
+            "failed requests count too"
+        );
         assert_eq!(
             judged(row(100, 50, 0, Some(3), CellStatus::Ok)),
             CellStatus::Ok,
@@ -656,7 +667,7 @@ mod tests {
         judge_unfinished(&mut r);
         assert_eq!(
             r.status_reason.as_deref(),
-            Some("5 of 10 arrivals never finished (50.0 %, over 1 %): the latency summaries cover only the 5 completed requests and do not describe the server at this rate; the row's deadline passed")
+            Some("5 of 10 arrivals did not complete (0 failed, 5 cut, 0 not sent: 50.0 %, over 1 %): the latency summaries cover only the 5 completed requests and do not describe the server at this rate; the row's deadline passed")
         );
     }
 }

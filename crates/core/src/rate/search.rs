@@ -5,7 +5,8 @@
 //! 1. *Bracket.* Probe `start`. If it passes, double until a rate fails (bracket =
 //!    [last pass, first fail]) or the next rate would exceed `max_rate` (stop `max_rate`: the
 //!    best is the last pass). If `start` fails, halve until a rate passes, never below
-//!    `min_rate` (stop `min_rate`: no passing rate found). The CLI sets `min_rate` to
+//!    `min_rate` (probed itself when halving would skip past it; stop `min_rate`: no passing
+//!    rate found). The CLI sets `min_rate` to
 //!    max(start / 1024, 10 / row duration): a slower row would expect under 10 arrivals and
 //!    say nothing about a percentile.
 //! 2. *Bisect* the bracket `[lo, hi]` at its midpoint until `hi − lo ≤ resolution × lo`
@@ -148,6 +149,10 @@ impl RateSearcher {
             (None, Some(hi)) => {
                 let r = hi / 2.0;
                 if r < s.min_rate {
+                    // The floor itself is the last probe when halving would skip past it.
+                    if hi > s.min_rate && !self.probes.iter().any(|p| p.rate == s.min_rate) {
+                        return Some(s.min_rate);
+                    }
                     self.stopped = Some(SearchStop::MinRate);
                     return None;
                 }
@@ -274,6 +279,21 @@ mod tests {
         assert_eq!(rates, [8.0, 4.0, 2.0, 1.0], "the floor itself is probed");
         assert_eq!(out.stopped, SearchStop::MinRate);
         assert!(out.rule.contains("down to 1 req/s"), "{}", out.rule);
+        // Halving would skip past the floor (7 → 3.5 < 5): the floor is probed last.
+        let st = SearchSettings {
+            start: 7.0,
+            min_rate: 5.0,
+            ..Default::default()
+        };
+        let out = search(st, |_| Some(false));
+        let rates: Vec<f64> = out.probes.iter().map(|p| p.rate).collect();
+        assert_eq!(rates, [7.0, 5.0]);
+        assert_eq!(out.stopped, SearchStop::MinRate);
+        // A passing floor brackets the threshold, and bisection goes on.
+        let out = search(st, |r| Some(r <= 5.0));
+        assert_eq!(out.best_rate, Some(5.0));
+        assert_eq!(out.stopped, SearchStop::Resolution);
+        assert!(out.lowest_failing_rate.unwrap() <= 5.0 * 1.05, "{out:?}");
     }
 
     #[test]
