@@ -879,8 +879,16 @@ impl Ctx<'_> {
             .iter()
             .filter(|(c, skip)| skip.is_none() && r.cell(*c, false).is_none())
             .count();
+        let rate_rows = if self.cfg.open_loop.is_some() {
+            format!(
+                ", {} open-loop rate rows (the rest runs again)",
+                r.rate_rows.len()
+            )
+        } else {
+            String::new()
+        };
         self.events.log(format!(
-            "resume from {} (run {}): keeping {kept} cells and {} prefill rows; {runnable} cells to run",
+            "resume from {} (run {}): keeping {kept} cells and {} prefill rows{rate_rows}; {runnable} cells to run",
             r.from.file,
             r.from.run_id,
             r.prefill.len(),
