@@ -1547,7 +1547,9 @@ fn witnessed_pause(pause_ms: f64) -> Option<String> {
 /// shows the machine could not keep up ([`busy_machine_evidence`]) or the test's
 /// [`PauseWitness`] saw the machine stand still; a failure without that
 /// evidence fails at once, and the test passes only on an attempt whose every check passes.
-const MAX_ATTEMPTS: usize = 3;
+/// Five: on the 2-core CI VM the spec-decode run needed 3 attempts (2026-12-01, pauses of up to
+/// 3.8 s in two attempts in a row).
+const MAX_ATTEMPTS: usize = 5;
 
 /// What the results JSON says about a machine too busy for exact numbers, one line per cell:
 /// the client's monitor tick ran over [`MAX_TICK_LAG_FOR_EXACT_MS`] late (the client itself was
