@@ -425,6 +425,29 @@ impl RunArgs {
         })
     }
 
+    /// The prefill layer's settings. `open_loop`: open-loop rows measure latency under a rate,
+    /// so the prefill layer (minutes at long contexts) runs there only when asked for with
+    /// --prefill-contexts / --standalone-prefill.
+    fn prefill_config(
+        &self,
+        contexts: Vec<u64>,
+        open_loop: bool,
+    ) -> anyhow::Result<servebench_core::runner::PrefillConfig> {
+        Ok(servebench_core::runner::PrefillConfig {
+            contexts,
+            standalone: self.standalone_prefill || self.prefill_only,
+            only: self.prefill_only,
+            skip: self.skip_prefill
+                || (open_loop && self.prefill_contexts.is_none() && !self.standalone_prefill),
+            duration: positive_secs("prefill-duration", self.prefill_duration)?,
+            metric: match self.prefill_metric {
+                PrefillMetricArg::Client => servebench_core::prefill::PrefillMetric::Client,
+                PrefillMetricArg::Auto => servebench_core::prefill::PrefillMetric::Auto,
+                PrefillMetricArg::Prometheus => servebench_core::prefill::PrefillMetric::Prometheus,
+            },
+        })
+    }
+
     /// Builds the run configuration; starts the embedded simulator when no target was given.
     pub fn to_config(&self) -> anyhow::Result<(RunConfig, Option<Sim>)> {
         let endpoint = self.target.endpoint();
@@ -474,10 +497,6 @@ impl RunArgs {
 
         let policy = self.faults.to_policy()?;
         let open_loop = self.rate.to_config(duration)?;
-        // Open-loop rows measure latency under a rate; the prefill layer (minutes at long
-        // contexts) runs there only when asked for with --prefill-contexts / --standalone-prefill.
-        let skip_prefill = self.skip_prefill
-            || (open_loop.is_some() && self.prefill_contexts.is_none() && !self.standalone_prefill);
         if open_loop.is_some() {
             crate::rate_args::check_exclusive(self, duration)?;
         }
@@ -552,20 +571,7 @@ impl RunArgs {
             } else {
                 CalibrationCache::user_default()
             },
-            prefill: servebench_core::runner::PrefillConfig {
-                contexts: prefill_contexts.clone(),
-                standalone: self.standalone_prefill || self.prefill_only,
-                only: self.prefill_only,
-                skip: skip_prefill,
-                duration: positive_secs("prefill-duration", self.prefill_duration)?,
-                metric: match self.prefill_metric {
-                    PrefillMetricArg::Client => servebench_core::prefill::PrefillMetric::Client,
-                    PrefillMetricArg::Auto => servebench_core::prefill::PrefillMetric::Auto,
-                    PrefillMetricArg::Prometheus => {
-                        servebench_core::prefill::PrefillMetric::Prometheus
-                    }
-                },
-            },
+            prefill: self.prefill_config(prefill_contexts.clone(), open_loop.is_some())?,
             burst: servebench_core::runner::BurstConfig {
                 request_count: self.request_count,
                 warmup_request_count: self.warmup_request_count,

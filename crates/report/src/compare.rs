@@ -308,7 +308,7 @@ fn ok(c: Option<&CellResult>) -> Option<&CellResult> {
     c.filter(|c| c.status == CellStatus::Ok)
 }
 
-fn pct_of(a: Option<f64>, b: Option<f64>) -> Option<f64> {
+pub(crate) fn pct_of(a: Option<f64>, b: Option<f64>) -> Option<f64> {
     match (a, b) {
         (Some(a), Some(b)) if a > 0.0 => Some((b / a - 1.0) * 100.0),
         _ => None,
@@ -590,7 +590,7 @@ pub fn compare(a: (&str, &Results), b: (&str, &Results), opts: &CompareOptions) 
     }
 }
 
-fn fmt_pct(p: Option<f64>) -> String {
+pub(crate) fn fmt_pct(p: Option<f64>) -> String {
     p.map(|p| format!("{p:+.1}%")).unwrap_or_else(|| "-".into())
 }
 
@@ -899,34 +899,32 @@ fn matrix_table_html(out: &mut String, cmp: &Comparison) {
 }
 
 fn rate_table_html(out: &mut String, cmp: &Comparison) {
-    {
-        out.push_str("<h3>Open-loop request rate</h3>\n<table><tr>");
-        for h in crate::compare_rate::HEADERS {
-            let _ = write!(out, "<th>{}</th>", esc(h));
+    out.push_str("<h3>Open-loop request rate</h3>\n<table><tr>");
+    for h in crate::compare_rate::HEADERS {
+        let _ = write!(out, "<th>{}</th>", esc(h));
+    }
+    out.push_str("</tr>\n");
+    for r in crate::compare_rate::rows(&cmp.rates) {
+        out.push_str("<tr>");
+        for (i, s) in r.iter().enumerate() {
+            let class = if i == 2 || i == 8 {
+                ""
+            } else {
+                " class=\"num\""
+            };
+            let _ = write!(out, "<td{class}>{}</td>", esc(s));
         }
         out.push_str("</tr>\n");
-        for r in crate::compare_rate::rows(&cmp.rates) {
-            out.push_str("<tr>");
-            for (i, s) in r.iter().enumerate() {
-                let class = if i == 2 || i == 8 {
-                    ""
-                } else {
-                    " class=\"num\""
-                };
-                let _ = write!(out, "<td{class}>{}</td>", esc(s));
-            }
-            out.push_str("</tr>\n");
-        }
-        out.push_str("</table>\n");
-        for l in &cmp.rate_searches {
-            let _ = writeln!(out, "<p>{}</p>", esc(l));
-        }
-        let _ = writeln!(
-            out,
-            "<p class=\"note\">{}</p>",
-            esc(crate::compare_rate::NOTE)
-        );
     }
+    out.push_str("</table>\n");
+    for l in &cmp.rate_searches {
+        let _ = writeln!(out, "<p>{}</p>", esc(l));
+    }
+    let _ = writeln!(
+        out,
+        "<p class=\"note\">{}</p>",
+        esc(crate::compare_rate::NOTE)
+    );
 }
 
 /// Overlaid plots: per layer and context, one line per file.

@@ -211,11 +211,11 @@ pub const HEADERS: [&str; 9] = [
     "SLOs p-met",
 ];
 
+/// ` (+12.3%)`, the change as `servebench compare` words it for cells, or nothing.
 fn pct(a: Option<f64>, b: Option<f64>) -> String {
-    match (a, b) {
-        (Some(a), Some(b)) if a != 0.0 => format!(" ({:+.1}%)", (b - a) / a * 100.0),
-        _ => String::new(),
-    }
+    crate::compare::pct_of(a, b)
+        .map(|p| format!(" ({})", crate::compare::fmt_pct(Some(p))))
+        .unwrap_or_default()
 }
 
 /// `A→B (change)`; the change only when `compare` (both rows `ok`).
