@@ -197,10 +197,12 @@ fn spawn_reloaders(opts: &ServeOptions, state: Arc<AppState>, watcher: Option<Wa
             }
         });
     }
-    if let Some(mut w) = watcher {
+    if let Some(w) = watcher {
         let dir = opts.dir.clone();
         let quiet = opts.watch_interval;
         tokio::spawn(async move {
+            // The whole `Watch` moves here: dropping its watcher would end the events.
+            let mut w = w;
             while w.events.recv().await.is_some() {
                 // Debounce: wait for `quiet` without events (a writer in the middle of a file),
                 // at most 10 × `quiet` in all.
