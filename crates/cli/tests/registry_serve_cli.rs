@@ -159,8 +159,20 @@ fn sighup_reloads_and_keeps_serving() {
     for round in 1..=2 {
         s.signal(libc::SIGHUP);
         let t0 = std::time::Instant::now();
-        while s.stderr.lock().unwrap().iter().filter(|l| l.contains("reloaded (SIGHUP)")).count() < round {
-            assert!(t0.elapsed().as_secs() < 20, "no reload logged: {:?}", s.stderr.lock().unwrap());
+        while s
+            .stderr
+            .lock()
+            .unwrap()
+            .iter()
+            .filter(|l| l.contains("reloaded (SIGHUP)"))
+            .count()
+            < round
+        {
+            assert!(
+                t0.elapsed().as_secs() < 20,
+                "no reload logged: {:?}",
+                s.stderr.lock().unwrap()
+            );
             std::thread::sleep(std::time::Duration::from_millis(50));
         }
         let status = s.get("/api/v1/models");
@@ -178,13 +190,21 @@ fn sighup_reloads_and_keeps_serving() {
 /// True when the server closes `s` within `within` (EOF or reset), without us sending more.
 fn closed_within(s: &mut std::net::TcpStream, within: std::time::Duration) -> bool {
     let t0 = std::time::Instant::now();
-    s.set_read_timeout(Some(std::time::Duration::from_millis(200))).unwrap();
+    s.set_read_timeout(Some(std::time::Duration::from_millis(200)))
+        .unwrap();
     let mut buf = [0u8; 4096];
     while t0.elapsed() < within {
         match s.read(&mut buf) {
             Ok(0) => return true,
             Ok(_) => continue,
-            Err(e) if matches!(e.kind(), std::io::ErrorKind::WouldBlock | std::io::ErrorKind::TimedOut) => continue,
+            Err(e)
+                if matches!(
+                    e.kind(),
+                    std::io::ErrorKind::WouldBlock | std::io::ErrorKind::TimedOut
+                ) =>
+            {
+                continue
+            }
             Err(_) => return true,
         }
     }
@@ -198,9 +218,11 @@ fn closed_within(s: &mut std::net::TcpStream, within: std::time::Duration) -> bo
 fn half_sent_and_idle_connections_time_out() {
     let s = Server::start(&["--header-timeout", "1", "--idle-timeout", "1"], None);
     let mut half = std::net::TcpStream::connect(&s.addr).unwrap();
-    half.write_all(b"GET /api/v1 HTTP/1.1\r\nHost: x\r\n").unwrap();
+    half.write_all(b"GET /api/v1 HTTP/1.1\r\nHost: x\r\n")
+        .unwrap();
     let mut idle = std::net::TcpStream::connect(&s.addr).unwrap();
-    idle.write_all(b"GET /api/v1 HTTP/1.1\r\nHost: x\r\n\r\n").unwrap();
+    idle.write_all(b"GET /api/v1 HTTP/1.1\r\nHost: x\r\n\r\n")
+        .unwrap();
     let mut head = [0u8; 12];
     idle.read_exact(&mut head).unwrap();
     assert_eq!(&head, b"HTTP/1.1 200");
@@ -220,7 +242,10 @@ fn half_sent_and_idle_connections_time_out() {
 /// so in its log. Before: accept failed with EMFILE, new clients hung, nothing was logged.
 #[test]
 fn idle_sockets_at_the_fd_limit_do_not_stop_the_server() {
-    let s = Server::start(&["--idle-timeout", "600", "--header-timeout", "600"], Some(256));
+    let s = Server::start(
+        &["--idle-timeout", "600", "--header-timeout", "600"],
+        Some(256),
+    );
     let mut held = Vec::new();
     for i in 0..600 {
         let Ok(mut c) = std::net::TcpStream::connect(&s.addr) else {

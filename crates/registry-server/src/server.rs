@@ -178,7 +178,10 @@ struct RefusalLog {
 
 impl RefusalLog {
     fn flush(&mut self, open: usize, limit: usize, force: bool) {
-        let due = force || self.last.is_none_or(|t| t.elapsed() >= Duration::from_secs(1));
+        let due = force
+            || self
+                .last
+                .is_none_or(|t| t.elapsed() >= Duration::from_secs(1));
         if !due || (self.refused == 0 && self.evicted == 0 && self.accept_errors == 0) {
             return;
         }

@@ -130,7 +130,10 @@ pub(crate) struct Caches {
 
 impl Caches {
     /// The prepared response of `target` (path and query).
-    pub fn prepared(&self, target: &str) -> Option<std::sync::Arc<crate::http::prepared::Prepared>> {
+    pub fn prepared(
+        &self,
+        target: &str,
+    ) -> Option<std::sync::Arc<crate::http::prepared::Prepared>> {
         self.responses.prepared(target)
     }
 

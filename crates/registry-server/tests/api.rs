@@ -456,8 +456,7 @@ async fn pagination_edges() {
         .await
         .json();
     let next = a["links"]["next"].as_str().unwrap();
-    assert!(next
-        .starts_with("http://fallback:1/api/v1/recipes?status=candidate&limit=7&offset=7"));
+    assert!(next.starts_with("http://fallback:1/api/v1/recipes?status=candidate&limit=7&offset=7"));
     let path = next.trim_start_matches("http://fallback:1");
     let b = get(s, path).await.json();
     let ids = |v: &Value| -> Vec<String> {
@@ -983,11 +982,17 @@ async fn watch_keeps_a_record_whose_file_is_half_written() {
     }
     let now = running.state.current();
     assert_eq!(now.total_records(), n, "no record lost: {:?}", now.problems);
-    let served = now.get(Collection::Model, "gen-model-0").expect("still served");
+    let served = now
+        .get(Collection::Model, "gen-model-0")
+        .expect("still served");
     let old: Value = serde_json::from_slice(&full).unwrap();
     assert_eq!(served.value, old);
     assert_eq!(now.kept.len(), 1, "{:?}", now.kept);
-    assert!(now.kept[0].contains("model/gen-model-0.json"), "{:?}", now.kept);
+    assert!(
+        now.kept[0].contains("model/gen-model-0.json"),
+        "{:?}",
+        now.kept
+    );
     // The write completes: the record is loaded from the file again, nothing kept.
     let mut changed = old.clone();
     changed["name"] = "rewritten".into();
@@ -1000,7 +1005,10 @@ async fn watch_keeps_a_record_whose_file_is_half_written() {
             assert!(s.kept.is_empty());
             break;
         }
-        assert!(t0.elapsed().as_secs() < 10, "--watch did not reload the fixed file");
+        assert!(
+            t0.elapsed().as_secs() < 10,
+            "--watch did not reload the fixed file"
+        );
         tokio::time::sleep(std::time::Duration::from_millis(20)).await;
     }
     let _ = tx.send(());

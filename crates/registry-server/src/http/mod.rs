@@ -221,27 +221,23 @@ pub(crate) async fn build(
     if segs.is_none() {
         return crate::site::not_found("no such page");
     }
-    let permit = match tokio::time::timeout(
-        PAGE_QUEUE_TIMEOUT,
-        state.pages.clone().acquire_owned(),
-    )
-    .await
-    {
-        Ok(Ok(p)) => p,
-        _ => {
-            tracing::warn!(
-                path = %ctx.path,
-                "refused a page: no rendering slot within {} s (every page worker busy)",
-                PAGE_QUEUE_TIMEOUT.as_secs()
-            );
-            let mut r = crate::site::error_page(&ApiError::Busy(
-                "every page worker is busy; try again shortly".into(),
-            ));
-            r.headers_mut()
-                .insert(header::RETRY_AFTER, HeaderValue::from_static("5"));
-            return r;
-        }
-    };
+    let permit =
+        match tokio::time::timeout(PAGE_QUEUE_TIMEOUT, state.pages.clone().acquire_owned()).await {
+            Ok(Ok(p)) => p,
+            _ => {
+                tracing::warn!(
+                    path = %ctx.path,
+                    "refused a page: no rendering slot within {} s (every page worker busy)",
+                    PAGE_QUEUE_TIMEOUT.as_secs()
+                );
+                let mut r = crate::site::error_page(&ApiError::Busy(
+                    "every page worker is busy; try again shortly".into(),
+                ));
+                r.headers_mut()
+                    .insert(header::RETRY_AFTER, HeaderValue::from_static("5"));
+                return r;
+            }
+        };
     tokio::task::spawn_blocking(move || {
         let _permit = permit;
         crate::site::page(&snap, &ctx)
