@@ -21,6 +21,8 @@ rounds=${2:-2}
 records=${3:-10000}
 root=$(cd "$(dirname "$0")/.." && pwd)
 work=$(mktemp -d)
+# nginx's workers (user nobody when started as root) must read the bodies.
+chmod 755 "$work"
 pids=()
 cleanup() {
     for p in "${pids[@]}"; do kill "$p" 2>/dev/null || true; done
@@ -77,10 +79,14 @@ CONF
 /usr/sbin/nginx -c "$work/nginx/nginx.conf" -g 'daemon off;' &
 pids+=($!)
 for _ in $(seq 50); do curl -sf -o /dev/null "http://127.0.0.1:$ng_port/index.json" && break; sleep 0.1; done
+curl -sf -o /dev/null "http://127.0.0.1:$ng_port/index.json" ||
+    { echo "nginx does not answer: $(tail -3 "$work/nginx/error.log")" >&2; exit 1; }
 for r in "${routes[@]}"; do
     read -r name file path <<<"$r"
-    cmp -s <(curl -sf "$sb$path") <(curl -sf "http://127.0.0.1:$ng_port/$file") ||
-        { echo "bodies differ for $name" >&2; exit 1; }
+    curl -sf -o "$work/sb.body" "$sb$path"
+    curl -sf -o "$work/ng.body" "http://127.0.0.1:$ng_port/$file"
+    cmp "$work/sb.body" "$work/ng.body" >&2 ||
+        { echo "bodies differ for $name ($(stat -c %s "$work/sb.body") vs $(stat -c %s "$work/ng.body") bytes)" >&2; exit 1; }
     echo "body $name: $(stat -c %s "$work/www/$file") bytes"
 done
 run_wrk() { # url -> "req/s p99"

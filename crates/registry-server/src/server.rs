@@ -72,6 +72,8 @@ fn nofile_soft_limit() -> Option<u64> {
         };
         // SAFETY: getrlimit writes into the struct we pass and has no other effect.
         if unsafe { libc::getrlimit(libc::RLIMIT_NOFILE, &mut r) } == 0 {
+            // `rlim_t` is u64 on Linux but not on every Unix.
+            #[allow(clippy::unnecessary_cast)]
             return Some(r.rlim_cur as u64);
         }
     }
