@@ -108,8 +108,7 @@ async fn connection(
     conns: usize,
     rate: f64,
     start: Instant,
-    warmup: Duration,
-    end: Duration,
+    (warmup, end): (Duration, Duration),
 ) -> (Vec<u32>, u64) {
     let stream = tokio::net::TcpStream::connect(addr).await.expect("connect");
     stream.set_nodelay(true).ok();
@@ -274,8 +273,7 @@ fn drive(a: &Args, paths: std::sync::Arc<Vec<String>>, addr: std::net::SocketAdd
                     a.connections,
                     a.rate,
                     start,
-                    warmup,
-                    end,
+                    (warmup, end),
                 ))
             })
             .collect();
