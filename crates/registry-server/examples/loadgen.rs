@@ -10,6 +10,10 @@
 //!     [--records 10000] [--rate 5000] [--seconds 10] [--connections 32]
 //! ```
 //! Bounded: at most 60 s and 1,000,000 requests; loopback only.
+//!
+//! `--generate DIR` only writes the registry into DIR (for `scripts/bench-registry-vs-nginx.sh`);
+//! `--target HOST:PORT` drives an already running server instead of one started here, with
+//! `--path P` (repeatable) instead of the list queries.
 
 use std::time::{Duration, Instant};
 
@@ -31,6 +35,9 @@ const QUERIES: [&str; 8] = [
 ];
 
 struct Args {
+    generate: Option<std::path::PathBuf>,
+    target: Option<std::net::SocketAddr>,
+    paths: Vec<String>,
     records: usize,
     rate: f64,
     seconds: f64,
@@ -39,6 +46,9 @@ struct Args {
 
 fn args() -> Args {
     let mut a = Args {
+        generate: None,
+        target: None,
+        paths: Vec::new(),
         records: 10_000,
         rate: 5000.0,
         seconds: 10.0,
@@ -53,6 +63,9 @@ fn args() -> Args {
             "--rate" => a.rate = x.parse().expect("--rate R"),
             "--seconds" => a.seconds = x.parse().expect("--seconds S"),
             "--connections" => a.connections = x.parse().expect("--connections N"),
+            "--generate" => a.generate = Some(x.into()),
+            "--target" => a.target = Some(x.parse().expect("--target HOST:PORT")),
+            "--path" => a.paths.push(x.clone()),
             other => panic!("unknown flag {other}"),
         }
         i += 2;
@@ -89,13 +102,13 @@ fn cpu_s() -> f64 {
 
 /// One connection's open-loop schedule: requests `k*conns + c` at `start + (k*conns+c)/rate`.
 async fn connection(
+    paths: std::sync::Arc<Vec<String>>,
     addr: std::net::SocketAddr,
     c: usize,
     conns: usize,
     rate: f64,
     start: Instant,
-    warmup: Duration,
-    end: Duration,
+    (warmup, end): (Duration, Duration),
 ) -> (Vec<u32>, u64) {
     let stream = tokio::net::TcpStream::connect(addr).await.expect("connect");
     stream.set_nodelay(true).ok();
@@ -117,7 +130,7 @@ async fn connection(
         k += 1;
         let due = start + at;
         tokio::time::sleep_until(due.into()).await;
-        let req = hyper::Request::get(QUERIES[n % QUERIES.len()])
+        let req = hyper::Request::get(paths[n % paths.len()].as_str())
             .header(hyper::header::HOST, addr.to_string())
             .body(Empty::new())
             .expect("request");
@@ -141,7 +154,21 @@ async fn connection(
 }
 
 fn main() {
-    let a = args();
+    let mut a = args();
+    if let Some(d) = &a.generate {
+        let counts = GenCounts::about(a.records);
+        generate(d, counts).expect("generate");
+        println!("generated {} records in {}", counts.total(), d.display());
+        return;
+    }
+    if a.paths.is_empty() {
+        a.paths = QUERIES.iter().map(|q| q.to_string()).collect();
+    }
+    let paths = std::sync::Arc::new(std::mem::take(&mut a.paths));
+    if let Some(addr) = a.target {
+        drive(&a, paths, addr);
+        return;
+    }
     let dir = tempfile::tempdir().expect("tempdir");
     let counts = GenCounts::about(a.records);
     generate(dir.path(), counts).expect("generate");
@@ -216,8 +243,13 @@ fn main() {
             },
         ))
         .expect("start");
-    let addr = running.addr;
+    drive(&a, paths, running.addr);
+    let _ = tx.send(());
+    let _ = server_rt.block_on(running.task);
+}
 
+/// The open-loop load test against `addr`, printed.
+fn drive(a: &Args, paths: std::sync::Arc<Vec<String>>, addr: std::net::SocketAddr) {
     let client_rt = tokio::runtime::Builder::new_current_thread()
         .enable_all()
         .build()
@@ -225,8 +257,8 @@ fn main() {
     let warmup = Duration::from_secs(1);
     let end = warmup + Duration::from_secs_f64(a.seconds);
     println!(
-        "load test: {} req/s open loop, {} keep-alive connections, {:.0} s (+1 s warm-up), {} list queries round-robin; loadavg before: {}",
-        a.rate, a.connections, a.seconds, QUERIES.len(), loadavg()
+        "load test: {} req/s open loop, {} keep-alive connections, {:.0} s (+1 s warm-up), {} paths round-robin; loadavg before: {}",
+        a.rate, a.connections, a.seconds, paths.len(), loadavg()
     );
     let t0 = Instant::now();
     let cpu0 = cpu_s();
@@ -235,13 +267,13 @@ fn main() {
         let tasks: Vec<_> = (0..a.connections)
             .map(|c| {
                 tokio::spawn(connection(
+                    paths.clone(),
                     addr,
                     c,
                     a.connections,
                     a.rate,
                     start,
-                    warmup,
-                    end,
+                    (warmup, end),
                 ))
             })
             .collect();
@@ -287,6 +319,4 @@ fn main() {
         cpu,
         cpu * 1e6 / sent.max(1.0)
     );
-    let _ = tx.send(());
-    let _ = server_rt.block_on(running.task);
 }

@@ -4,16 +4,22 @@
 //! The directory is loaded once into an in-memory [`snapshot::Snapshot`] (reloaded on SIGHUP,
 //! or when a record file changes with `--watch`); requests never read the file system and never
 //! build a path from request data. Every response carries `Access-Control-Allow-Origin: *`,
-//! `Cache-Control: public, max-age=300, stale-while-revalidate=3600` and, when 200, an ETag equal
-//! to the snapshot's content hash (`If-None-Match` → 304). Only GET and HEAD are answered;
-//! anything else is 405 with a JSON error.
+//! `Cache-Control: public, max-age=300, stale-while-revalidate=3600`, `Vary: accept-encoding`
+//! and, when 200, an ETag equal to the snapshot's content hash (`If-None-Match` → 304). Only GET
+//! and HEAD are answered; anything else is 405 with a JSON error.
+//!
+//! Each 200 is prepared once per snapshot and request target ([`http::prepared`]); the home
+//! page, the lists, the index and the facets are prepared before a reloaded snapshot is swapped
+//! in. Site pages render on blocking threads, at most [`http::page_workers`] at once, so the API
+//! keeps its latency while pages are busy. Connections are bounded by [`server::Limits`].
 //!
 //! Layout: [`collection`] (names and id grammars), [`snapshot`] (loading, indexes), [`http`]
-//! (dispatch, one module per API resource, shared query/pagination/error helpers), [`site`]
-//! (HTML pages and SVG charts).
+//! (dispatch, prepared responses, one module per API resource, shared query/pagination/error
+//! helpers), [`site`] (HTML pages and SVG charts), [`server`] (connections and their limits).
 
 pub mod collection;
 pub mod http;
+pub mod server;
 pub mod site;
 pub mod snapshot;
 pub mod testgen;
@@ -23,11 +29,9 @@ use std::future::Future;
 use std::net::{IpAddr, Ipv4Addr, SocketAddr};
 use std::path::PathBuf;
 use std::sync::Arc;
-use std::time::{Duration, SystemTime};
+use std::time::Duration;
 
 use anyhow::Context as _;
-
-use crate::collection::CollectionExt as _;
 
 pub use http::{router, AppState};
 pub use snapshot::{load, LoadError, Snapshot};
@@ -44,21 +48,28 @@ pub struct ServeOptions {
     pub host: IpAddr,
     /// Port to bind (0: any free port).
     pub port: u16,
-    /// Poll the record files every `watch_interval` and reload when one changes.
+    /// Reload when a record file is added, removed or modified (inotify through `notify`).
     pub watch: bool,
-    /// Polling interval of `watch`.
+    /// `watch` debounce: a reload starts once no file event has come for this long (and at the
+    /// latest 10 times this long after the first event of a burst).
     pub watch_interval: Duration,
+    /// `scheme://host[:port]` of absolute links; `None`: `http://<bound address>`.
+    pub public_url: Option<String>,
+    /// Connection limits.
+    pub limits: server::Limits,
 }
 
 impl ServeOptions {
-    /// Options for `dir` on 127.0.0.1:[`DEFAULT_PORT`], no watching.
+    /// Options for `dir` on 127.0.0.1:[`DEFAULT_PORT`], no watching, default limits.
     pub fn new(dir: impl Into<PathBuf>) -> ServeOptions {
         ServeOptions {
             dir: dir.into(),
             host: IpAddr::V4(Ipv4Addr::LOCALHOST),
             port: DEFAULT_PORT,
             watch: false,
-            watch_interval: Duration::from_secs(1),
+            watch_interval: Duration::from_millis(300),
+            public_url: None,
+            limits: server::Limits::default(),
         }
     }
 }
@@ -75,17 +86,19 @@ pub struct Running {
 
 /// Loads `opts.dir`, binds, and serves until `shutdown` resolves. Reloads on SIGHUP (Unix) and,
 /// with `opts.watch`, when a record file is added, removed or modified; a reload that fails is
-/// logged to stderr and the previous snapshot stays.
+/// logged (`tracing`) and the previous snapshot stays; a file that fails to load keeps its
+/// previous version ([`snapshot::load_keeping`]).
 ///
-/// Errors: the registry does not load ([`LoadError`]), or the address cannot be bound.
+/// Errors: the registry does not load ([`LoadError`]), the address cannot be bound, or the
+/// directory cannot be watched.
 pub async fn start(
     opts: ServeOptions,
     shutdown: impl Future<Output = ()> + Send + 'static,
 ) -> anyhow::Result<Running> {
-    // The watcher's first fingerprint is taken before the load, so a change made while loading
-    // triggers a reload rather than being missed.
-    let first = if opts.watch {
-        fingerprint(&opts.dir)
+    // The watcher starts before the load, so a change made while loading triggers a reload
+    // rather than being missed.
+    let watcher = if opts.watch {
+        Some(watch(&opts.dir)?)
     } else {
         None
     };
@@ -94,57 +107,82 @@ pub async fn start(
         .await
         .with_context(|| format!("cannot bind {}:{}", opts.host, opts.port))?;
     let addr = listener.local_addr()?;
-    let state = AppState::new(snap, addr.to_string());
-    spawn_reloaders(&opts, state.clone(), first);
+    let base = opts
+        .public_url
+        .clone()
+        .unwrap_or_else(|| format!("http://{addr}"));
+    let state = AppState::new(snap, base);
+    {
+        let state = state.clone();
+        tokio::spawn(async move { http::warm(&state, state.current()).await });
+    }
+    spawn_reloaders(&opts, state.clone(), watcher);
     let app = router(state.clone());
-    let task = tokio::spawn(async move {
-        axum::serve(listener, app)
-            .with_graceful_shutdown(shutdown)
-            .await
-    });
+    let limits = opts.limits;
+    let task = tokio::spawn(server::serve(listener, app, limits, shutdown));
     Ok(Running { addr, state, task })
 }
 
-fn reload(dir: &std::path::Path, state: &AppState, why: &str) {
-    match load(dir) {
-        Ok(s) => {
-            eprintln!(
-                "servebench registry serve: reloaded ({why}): {} records, snapshot {}",
+/// Reloads `dir` into `state`: loads (keeping the previous version of files that fail),
+/// prepares the common responses of the new snapshot, then swaps it in.
+pub async fn reload(dir: &std::path::Path, state: &Arc<AppState>, why: &str) {
+    let prev = state.current();
+    let d = dir.to_path_buf();
+    let loaded = tokio::task::spawn_blocking(move || snapshot::load_keeping(&d, Some(&prev)))
+        .await
+        .map_err(|e| anyhow::anyhow!("{e}"));
+    match loaded {
+        Ok(Ok(s)) => {
+            for k in &s.kept {
+                tracing::warn!("reload ({why}): {k}");
+            }
+            let s = Arc::new(s);
+            http::warm(state, s.clone()).await;
+            tracing::info!(
+                "reloaded ({why}): {} records, snapshot {}",
                 s.total_records(),
                 &s.hash[..12]
             );
-            state.replace(s);
+            state.swap(s);
         }
-        Err(e) => eprintln!(
-            "servebench registry serve: reload ({why}) failed, still serving the previous snapshot: {e}"
-        ),
+        Ok(Err(e)) => {
+            tracing::warn!("reload ({why}) failed, still serving the previous snapshot: {e}")
+        }
+        Err(e) => {
+            tracing::warn!("reload ({why}) failed, still serving the previous snapshot: {e}")
+        }
     }
 }
 
-/// A cheap fingerprint of the record files: names, sizes and modification times.
-fn fingerprint(dir: &std::path::Path) -> Option<Vec<(String, u64, Option<SystemTime>)>> {
-    let root = snapshot::resolve_root(dir).ok()?;
-    let files = snapshot::record_files(&root).ok()?;
-    Some(
-        files
-            .into_iter()
-            .map(|(c, id, p)| {
-                let m = std::fs::metadata(&p).ok();
-                (
-                    format!("{}/{id}", c.dir()),
-                    m.as_ref().map_or(0, |m| m.len()),
-                    m.and_then(|m| m.modified().ok()),
-                )
-            })
-            .collect(),
-    )
+/// File events under the registry root, one `()` per relevant event (not reads).
+struct Watch {
+    _watcher: notify::RecommendedWatcher,
+    events: tokio::sync::mpsc::UnboundedReceiver<()>,
 }
 
-fn spawn_reloaders(
-    opts: &ServeOptions,
-    state: Arc<AppState>,
-    first: Option<Vec<(String, u64, Option<SystemTime>)>>,
-) {
+fn watch(dir: &std::path::Path) -> anyhow::Result<Watch> {
+    use notify::Watcher as _;
+    let root = snapshot::resolve_root(dir)?;
+    let (tx, events) = tokio::sync::mpsc::unbounded_channel();
+    let mut w = notify::recommended_watcher(move |ev: notify::Result<notify::Event>| {
+        let relevant = match ev {
+            Ok(e) => !matches!(e.kind, notify::EventKind::Access(_)),
+            Err(_) => true,
+        };
+        if relevant {
+            let _ = tx.send(());
+        }
+    })
+    .with_context(|| format!("cannot watch {}", root.display()))?;
+    w.watch(&root, notify::RecursiveMode::Recursive)
+        .with_context(|| format!("cannot watch {}", root.display()))?;
+    Ok(Watch {
+        _watcher: w,
+        events,
+    })
+}
+
+fn spawn_reloaders(opts: &ServeOptions, state: Arc<AppState>, watcher: Option<Watch>) {
     #[cfg(unix)]
     {
         let dir = opts.dir.clone();
@@ -155,29 +193,29 @@ fn spawn_reloaders(
                 return;
             };
             while hup.recv().await.is_some() {
-                let (d, s) = (dir.clone(), state.clone());
-                let _ = tokio::task::spawn_blocking(move || reload(&d, &s, "SIGHUP")).await;
+                reload(&dir, &state, "SIGHUP").await;
             }
         });
     }
-    if opts.watch {
+    if let Some(w) = watcher {
         let dir = opts.dir.clone();
-        let every = opts.watch_interval;
+        let quiet = opts.watch_interval;
         tokio::spawn(async move {
-            let mut last = first;
-            loop {
-                tokio::time::sleep(every).await;
-                let d = dir.clone();
-                let now = tokio::task::spawn_blocking(move || fingerprint(&d))
-                    .await
-                    .ok()
-                    .flatten();
-                if now.is_some() && now != last {
-                    let (d, s) = (dir.clone(), state.clone());
-                    let _ =
-                        tokio::task::spawn_blocking(move || reload(&d, &s, "files changed")).await;
-                    last = now;
+            // The whole `Watch` moves here: dropping its watcher would end the events.
+            let mut w = w;
+            while w.events.recv().await.is_some() {
+                // Debounce: wait for `quiet` without events (a writer in the middle of a file),
+                // at most 10 × `quiet` in all.
+                let deadline = tokio::time::Instant::now() + quiet * 10;
+                loop {
+                    let until = (tokio::time::Instant::now() + quiet).min(deadline);
+                    match tokio::time::timeout_at(until, w.events.recv()).await {
+                        Ok(Some(())) => continue,
+                        Ok(None) => return,
+                        Err(_) => break,
+                    }
                 }
+                reload(&dir, &state, "files changed").await;
             }
         });
     }

@@ -92,6 +92,9 @@ pub struct Snapshot {
     pub loaded_in: Duration,
     /// Files the loader skipped, one line each (`<path>: <message> (<rule>)`).
     pub problems: Vec<String>,
+    /// Files that failed to load on a reload whose previous version is still served
+    /// ([`load_keeping`]), one line each.
+    pub kept: Vec<String>,
     cols: [CollectionIndex; 5],
     /// Recipe positions per `hardware_id`.
     pub recipes_by_hardware: HashMap<String, Vec<usize>>,
@@ -119,6 +122,25 @@ pub(crate) struct Caches {
     pub sweeps_by_recipe_lc: OnceLock<HashMap<String, Vec<usize>>>,
     /// What each recipe points at, by recipe position.
     pub recipe_rel: OnceLock<Vec<crate::http::recipes::RecipeRel>>,
+    /// The home page's filter options (engine, precision, vendor, hardware count).
+    pub home_options: OnceLock<crate::site::home::Options>,
+    /// Prepared 200s per request target.
+    pub responses: crate::http::prepared::ResponseCache,
+}
+
+impl Caches {
+    /// The prepared response of `target` (path and query).
+    pub fn prepared(
+        &self,
+        target: &str,
+    ) -> Option<std::sync::Arc<crate::http::prepared::Prepared>> {
+        self.responses.prepared(target)
+    }
+
+    /// Keeps a prepared response (within the cache's bounds).
+    pub fn keep(&self, target: String, p: std::sync::Arc<crate::http::prepared::Prepared>) {
+        self.responses.keep(target, p)
+    }
 }
 
 impl Snapshot {
@@ -242,6 +264,16 @@ pub fn record_files(root: &Path) -> Result<Vec<(Collection, String, PathBuf)>, L
 ///
 /// Errors: [`LoadError`] when the directory is not a registry or cannot be read.
 pub fn load(dir: &Path) -> Result<Snapshot, LoadError> {
+    load_keeping(dir, None)
+}
+
+/// [`load`], for a reload while `prev` is served: a record file that fails to load now (a
+/// partial write, invalid JSON, an `id` that no longer matches) but whose record `prev` serves
+/// keeps its previous version, so a reload never loses a record to a half-written file. Each
+/// kept record is listed in [`Snapshot::kept`] (and its problem in [`Snapshot::problems`]).
+///
+/// Errors: as [`load`].
+pub fn load_keeping(dir: &Path, prev: Option<&Snapshot>) -> Result<Snapshot, LoadError> {
     let t0 = Instant::now();
     let root = resolve_root(dir)?;
     // Served as JSON: the typed parse and the canonical check (for `validate`) are skipped.
@@ -260,8 +292,38 @@ pub fn load(dir: &Path) -> Result<Snapshot, LoadError> {
     let mut cols: [CollectionIndex; 5] = Default::default();
     // The loader's records are taken, not copied.
     let mut by_col: [Vec<servebench_registry::Record>; 5] = Default::default();
+    let failed: Vec<(Collection, String, String)> = reg
+        .problems
+        .iter()
+        .filter_map(|p| {
+            let (c, stem) = record_of_path(&p.path)?;
+            Some((c, stem, format!("{}: {} ({})", p.path, p.message, p.rule)))
+        })
+        .collect();
     for r in reg.into_records() {
         by_col[r.collection.index()].push(r);
+    }
+    let mut kept = Vec::new();
+    if let Some(prev) = prev {
+        for (c, stem, why) in failed {
+            let loaded = by_col[c.index()].iter().any(|r| r.id == stem);
+            if let (false, Some(old)) = (loaded, prev.get(c, &stem)) {
+                kept.push(format!(
+                    "{why}; still serving the previously loaded version of {}/{stem}",
+                    c.dir()
+                ));
+                by_col[c.index()].push(servebench_registry::Record {
+                    collection: c,
+                    id: old.id.clone(),
+                    rel_path: format!("{}/{stem}.json", c.dir()),
+                    raw: old.value.clone(),
+                    typed: None,
+                    parse_error: None,
+                    normalised: Vec::new(),
+                    canonical: true,
+                });
+            }
+        }
     }
     for c in Collection::ALL {
         let col = &mut cols[c.index()];
@@ -345,6 +407,7 @@ pub fn load(dir: &Path) -> Result<Snapshot, LoadError> {
         hash,
         loaded_in: t0.elapsed(),
         problems,
+        kept,
         cols,
         recipes_by_hardware,
         recipes_by_instance,
@@ -352,6 +415,19 @@ pub fn load(dir: &Path) -> Result<Snapshot, LoadError> {
         sweeps_by_recipe,
         cache: Caches::default(),
     })
+}
+
+/// The collection and file stem of a registry-relative record path (`model/x.json`, possibly
+/// with a `#/pointer`).
+fn record_of_path(path: &str) -> Option<(Collection, String)> {
+    let path = path.split('#').next()?;
+    let (dir, file) = path.rsplit_once('/')?;
+    let stem = file.strip_suffix(".json")?;
+    let dir = dir.rsplit('/').next()?;
+    let c = Collection::ALL
+        .into_iter()
+        .find(|c| c.dir() == dir || c.legacy_dirs().contains(&dir))?;
+    Some((c, stem.to_string()))
 }
 
 fn hex(b: &[u8]) -> String {

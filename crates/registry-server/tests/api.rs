@@ -409,7 +409,7 @@ async fn pagination_edges() {
     assert_eq!(v["data"].as_array().unwrap().len(), 25);
     assert_eq!(
         v["links"]["next"],
-        "http://registry.test:8787/api/v1/recipes?limit=25&offset=25"
+        "http://fallback:1/api/v1/recipes?limit=25&offset=25"
     );
     assert_eq!(v["links"]["previous"], Value::Null);
     for (q, limit) in [
@@ -434,7 +434,7 @@ async fn pagination_edges() {
     assert_eq!(
         v["links"]["previous"],
         format!(
-            "http://registry.test:8787/api/v1/recipes?limit=10&offset={}",
+            "http://fallback:1/api/v1/recipes?limit=10&offset={}",
             last - 10
         )
     );
@@ -456,9 +456,8 @@ async fn pagination_edges() {
         .await
         .json();
     let next = a["links"]["next"].as_str().unwrap();
-    assert!(next
-        .starts_with("http://registry.test:8787/api/v1/recipes?status=candidate&limit=7&offset=7"));
-    let path = next.trim_start_matches("http://registry.test:8787");
+    assert!(next.starts_with("http://fallback:1/api/v1/recipes?status=candidate&limit=7&offset=7"));
+    let path = next.trim_start_matches("http://fallback:1");
     let b = get(s, path).await.json();
     let ids = |v: &Value| -> Vec<String> {
         v["data"]
@@ -469,7 +468,7 @@ async fn pagination_edges() {
             .collect()
     };
     assert!(ids(&a).iter().all(|i| !ids(&b).contains(i)));
-    // Without a usable Host header the bound address is used.
+    // Without a Host header: the same configured base.
     let r = send(
         s,
         Request::get("/api/v1/recipes").body(Body::empty()).unwrap(),
@@ -869,6 +868,151 @@ async fn index_and_facets() {
         json!(["docker", "native", "reference"])
     );
     assert!(f["meta"]["counts"]["recipe"].as_u64().unwrap() > 100);
+}
+
+/// Issue 17 item 8: absolute links use the configured public base, never the request's `Host`
+/// (a cached body must not carry a host a client chose).
+#[tokio::test]
+async fn host_header_is_not_reflected_into_links() {
+    let s = &generated().1;
+    let a = send(
+        s,
+        Request::get("/api/v1/hardware?limit=2")
+            .header(header::HOST, "evil.example")
+            .body(Body::empty())
+            .unwrap(),
+    )
+    .await;
+    let text = String::from_utf8_lossy(&a.body).to_string();
+    assert!(!text.contains("evil.example"), "{text}");
+    assert!(a.json()["links"]["next"]
+        .as_str()
+        .unwrap()
+        .starts_with("http://fallback:1/api/v1/hardware?"));
+    let b = get(s, "/api/v1/hardware?limit=2").await;
+    assert_eq!(a.body, b.body, "the body does not depend on Host");
+}
+
+/// Issue 25 item 4: a 304 carries `Vary` (and the other shared headers) like the 200 it stands
+/// for, and HEAD answers the headers GET answers (gzip or not), for API and page routes.
+#[tokio::test]
+async fn head_get_and_304_agree_on_headers() {
+    let s = example();
+    let req = |m: Method, uri: &str, gz: bool, inm: Option<&str>| {
+        let mut b = Request::builder().method(m).uri(uri);
+        if gz {
+            b = b.header(header::ACCEPT_ENCODING, "gzip");
+        }
+        if let Some(t) = inm {
+            b = b.header(header::IF_NONE_MATCH, t);
+        }
+        b.body(Body::empty()).unwrap()
+    };
+    let sweep = format!("/api/v1/speed-sweeps/{SWEEP}");
+    let sheet = format!("/speed-sweeps/{SWEEP}");
+    for uri in ["/api/v1/models", sweep.as_str(), "/", sheet.as_str()] {
+        for gz in [false, true] {
+            let g = send(&s, req(Method::GET, uri, gz, None)).await;
+            assert_eq!(g.status, StatusCode::OK, "{uri}");
+            let h = send(&s, req(Method::HEAD, uri, gz, None)).await;
+            assert_eq!(h.status, StatusCode::OK, "{uri}");
+            assert!(h.body.is_empty(), "{uri}");
+            let names = |r: &Resp| {
+                let mut v: Vec<(String, String)> = r
+                    .headers
+                    .iter()
+                    .filter(|(k, _)| *k != header::DATE)
+                    .map(|(k, v)| (k.to_string(), v.to_str().unwrap().to_string()))
+                    .collect();
+                v.sort();
+                v
+            };
+            assert_eq!(names(&g), names(&h), "HEAD vs GET {uri} gzip={gz}");
+            assert_eq!(
+                g.header(header::CONTENT_LENGTH),
+                Some(g.body.len().to_string().as_str()),
+                "{uri}"
+            );
+            assert_eq!(g.header(header::VARY), Some("accept-encoding"), "{uri}");
+            let etag = g.header(header::ETAG).unwrap().to_string();
+            let n = send(&s, req(Method::GET, uri, gz, Some(&etag))).await;
+            assert_eq!(n.status, StatusCode::NOT_MODIFIED, "{uri}");
+            assert!(n.body.is_empty());
+            for k in [
+                header::VARY,
+                header::ETAG,
+                header::CACHE_CONTROL,
+                header::ACCESS_CONTROL_ALLOW_ORIGIN,
+            ] {
+                assert_eq!(n.header(k.clone()), g.header(k.clone()), "304 {k} {uri}");
+            }
+        }
+    }
+}
+
+/// Issue 25 item 3: a reload that finds a half-written record file keeps serving that record's
+/// previous version (with a warning in `kept`), instead of dropping it (404s during rewrites).
+#[tokio::test]
+async fn watch_keeps_a_record_whose_file_is_half_written() {
+    use servebench_registry_server::collection::Collection;
+    let dir = tempfile::tempdir().unwrap();
+    generate(dir.path(), GenCounts::about(20)).unwrap();
+    let opts = servebench_registry_server::ServeOptions {
+        port: 0,
+        watch: true,
+        watch_interval: std::time::Duration::from_millis(100),
+        ..servebench_registry_server::ServeOptions::new(dir.path())
+    };
+    let (tx, rx) = tokio::sync::oneshot::channel::<()>();
+    let running = servebench_registry_server::start(opts, async {
+        let _ = rx.await;
+    })
+    .await
+    .unwrap();
+    let n = running.state.current().total_records();
+    let path = dir.path().join("model/gen-model-0.json");
+    let full = std::fs::read(&path).unwrap();
+    let before = running.state.current();
+    // The first bytes only, as a writer in the middle of the file leaves it.
+    std::fs::write(&path, &full[..full.len() / 2]).unwrap();
+    let t0 = std::time::Instant::now();
+    while Arc::ptr_eq(&running.state.current(), &before) {
+        assert!(t0.elapsed().as_secs() < 10, "--watch did not reload");
+        tokio::time::sleep(std::time::Duration::from_millis(20)).await;
+    }
+    let now = running.state.current();
+    assert_eq!(now.total_records(), n, "no record lost: {:?}", now.problems);
+    let served = now
+        .get(Collection::Model, "gen-model-0")
+        .expect("still served");
+    let old: Value = serde_json::from_slice(&full).unwrap();
+    assert_eq!(served.value, old);
+    assert_eq!(now.kept.len(), 1, "{:?}", now.kept);
+    assert!(
+        now.kept[0].contains("model/gen-model-0.json"),
+        "{:?}",
+        now.kept
+    );
+    // The write completes: the record is loaded from the file again, nothing kept.
+    let mut changed = old.clone();
+    changed["name"] = "rewritten".into();
+    std::fs::write(&path, changed.to_string()).unwrap();
+    let t0 = std::time::Instant::now();
+    loop {
+        let s = running.state.current();
+        let v = &s.get(Collection::Model, "gen-model-0").unwrap().value;
+        if v["name"] == "rewritten" {
+            assert!(s.kept.is_empty());
+            break;
+        }
+        assert!(
+            t0.elapsed().as_secs() < 10,
+            "--watch did not reload the fixed file"
+        );
+        tokio::time::sleep(std::time::Duration::from_millis(20)).await;
+    }
+    let _ = tx.send(());
+    running.task.await.unwrap().unwrap();
 }
 
 #[tokio::test]

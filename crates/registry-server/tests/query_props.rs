@@ -82,7 +82,8 @@ proptest! {
         let Ok(req) = Request::get(&uri).body(Body::empty()) else {
             return Ok(());
         };
-        let rt = tokio::runtime::Builder::new_current_thread().build().unwrap();
+        // Timers on: page requests wait for a rendering slot with a timeout, as in the server.
+        let rt = tokio::runtime::Builder::new_current_thread().enable_all().build().unwrap();
         let r = rt.block_on(router(state()).oneshot(req)).unwrap();
         prop_assert!(r.status().as_u16() < 500, "{uri} -> {}", r.status());
     }

@@ -20,6 +20,9 @@ pub enum ApiError {
     /// 414 `uri_too_long`: a path or query string over the limits.
     #[error("{0}")]
     UriTooLong(String),
+    /// 503 `busy`: no page-rendering slot within [`crate::http::PAGE_QUEUE_TIMEOUT`].
+    #[error("{0}")]
+    Busy(String),
 }
 
 impl ApiError {
@@ -30,6 +33,7 @@ impl ApiError {
             ApiError::BadRequest(_) => StatusCode::BAD_REQUEST,
             ApiError::MethodNotAllowed(_) => StatusCode::METHOD_NOT_ALLOWED,
             ApiError::UriTooLong(_) => StatusCode::URI_TOO_LONG,
+            ApiError::Busy(_) => StatusCode::SERVICE_UNAVAILABLE,
         }
     }
 
@@ -40,6 +44,7 @@ impl ApiError {
             ApiError::BadRequest(_) => "bad_request",
             ApiError::MethodNotAllowed(_) => "method_not_allowed",
             ApiError::UriTooLong(_) => "uri_too_long",
+            ApiError::Busy(_) => "busy",
         }
     }
 

@@ -13,13 +13,13 @@ pub mod hardware;
 pub mod index;
 pub mod model_instances;
 pub mod models;
+pub mod prepared;
 pub mod query;
 pub mod recipes;
 pub mod speed_sweeps;
 
 use std::sync::{Arc, RwLock};
 
-use axum::body::Body;
 use axum::extract::{Request, State};
 use axum::http::{header, HeaderMap, HeaderValue, Method, StatusCode};
 use axum::response::{IntoResponse, Response};
@@ -38,20 +38,45 @@ pub const MAX_PATH_BYTES: usize = 1024;
 /// `Cache-Control` of every response.
 pub const CACHE_CONTROL: &str = "public, max-age=300, stale-while-revalidate=3600";
 
-/// What the server shares between requests: the current snapshot (swapped on reload).
+/// What the server shares between requests: the current snapshot (swapped on reload), the
+/// public base URL of absolute links and the page-rendering limit.
 #[derive(Debug)]
 pub struct AppState {
     snap: RwLock<Arc<Snapshot>>,
-    /// `host:port` used in absolute links when a request has no usable `Host` header.
-    pub fallback_host: String,
+    /// `scheme://host[:port]` of absolute links (API `links`), without a trailing slash: the
+    /// configured public URL, else `http://<bound address>`. The request's `Host` header is
+    /// never used, so cached bodies cannot carry a client-chosen host.
+    pub public_base: String,
+    /// Site pages rendered at once (each on a blocking thread), so that pages never take
+    /// every core from the API. See [`page_workers`].
+    pages: Arc<tokio::sync::Semaphore>,
 }
 
+/// How many site pages render at once: one fewer than the cores (at least 1).
+pub fn page_workers() -> usize {
+    std::thread::available_parallelism()
+        .map_or(1, |n| n.get().saturating_sub(1))
+        .max(1)
+}
+
+/// Longest time a page request waits for a rendering slot before a 503 (s).
+pub const PAGE_QUEUE_TIMEOUT: std::time::Duration = std::time::Duration::from_secs(20);
+
 impl AppState {
-    /// State serving `snap`.
-    pub fn new(snap: Snapshot, fallback_host: impl Into<String>) -> Arc<AppState> {
+    /// State serving `snap`, with absolute links under `public_base` (`http://` is prepended
+    /// when it has no scheme; a trailing `/` is dropped).
+    pub fn new(snap: Snapshot, public_base: impl Into<String>) -> Arc<AppState> {
+        let b: String = public_base.into();
+        let b = b.trim_end_matches('/');
+        let public_base = if b.contains("://") {
+            b.to_string()
+        } else {
+            format!("http://{b}")
+        };
         Arc::new(AppState {
             snap: RwLock::new(Arc::new(snap)),
-            fallback_host: fallback_host.into(),
+            public_base,
+            pages: Arc::new(tokio::sync::Semaphore::new(page_workers())),
         })
     }
 
@@ -65,7 +90,11 @@ impl AppState {
 
     /// Swaps in a new snapshot (requests in flight finish on the old one).
     pub fn replace(&self, snap: Snapshot) {
-        let snap = Arc::new(snap);
+        self.swap(Arc::new(snap))
+    }
+
+    /// [`AppState::replace`] with a shared snapshot (one [`warm`] has prepared).
+    pub fn swap(&self, snap: Arc<Snapshot>) {
         match self.snap.write() {
             Ok(mut g) => *g = snap,
             Err(p) => *p.into_inner() = snap,
@@ -73,12 +102,10 @@ impl AppState {
     }
 }
 
-/// The application: API and pages, gzip when the client accepts it.
+/// The application: API and pages. Bodies are gzipped here (prepared once, see
+/// [`prepared::Prepared`]), not by a compression layer on the async workers.
 pub fn router(state: Arc<AppState>) -> Router {
-    Router::new()
-        .fallback(dispatch)
-        .with_state(state)
-        .layer(tower_http::compression::CompressionLayer::new())
+    Router::new().fallback(dispatch).with_state(state)
 }
 
 /// One request as the handlers see it.
@@ -90,7 +117,7 @@ pub struct Ctx {
     pub segments: Vec<String>,
     /// The query parameters (or the error parsing them gave).
     pub params: Result<Params, ApiError>,
-    /// `http://host[:port]` for absolute links.
+    /// `scheme://host[:port]` for absolute links ([`AppState::public_base`]).
     pub base: String,
 }
 
@@ -129,60 +156,133 @@ pub fn segments(path: &str) -> Option<Vec<String>> {
         .collect()
 }
 
-fn valid_host(h: &str) -> bool {
-    !h.is_empty()
-        && h.len() <= 255
-        && h.bytes()
-            .all(|c| c.is_ascii_alphanumeric() || matches!(c, b'.' | b'-' | b':' | b'[' | b']'))
-}
-
+/// Every request: method and path checks, then the snapshot's prepared response for this
+/// path and query when there is one (a conditional request is answered from it without any
+/// body work), else the response is built (API on the async worker, pages on a blocking thread
+/// under the [`page_workers`] limit), kept when 200, and answered.
 async fn dispatch(State(state): State<Arc<AppState>>, req: Request) -> Response {
     let snap = state.current();
     let method = req.method().clone();
-    let path = req.uri().path().to_string();
-    let is_api = path == "/api" || path.starts_with("/api/");
     let headers = req.headers().clone();
-    let mut resp = if method != Method::GET && method != Method::HEAD {
-        ApiError::MethodNotAllowed(method.to_string()).into_response()
-    } else if path.len() > MAX_PATH_BYTES {
-        ApiError::UriTooLong(format!(
-            "path of {} bytes; at most {MAX_PATH_BYTES} are accepted",
-            path.len()
-        ))
-        .into_response()
-    } else {
-        let host = headers
-            .get(header::HOST)
-            .and_then(|h| h.to_str().ok())
-            .filter(|h| valid_host(h))
-            .unwrap_or(&state.fallback_host);
-        let segs = segments(&path);
-        let ctx = Ctx {
-            base: format!("http://{host}"),
-            params: Params::parse(req.uri().query()),
-            segments: segs.clone().unwrap_or_default(),
-            path,
-        };
-        if is_api {
-            match segs {
-                Some(_) => api(&snap, &ctx).unwrap_or_else(IntoResponse::into_response),
-                None => ApiError::NotFound("no such route".into()).into_response(),
+    let path = req.uri().path().to_string();
+    if method != Method::GET && method != Method::HEAD {
+        return plain(ApiError::MethodNotAllowed(method.to_string()).into_response());
+    }
+    if path.len() > MAX_PATH_BYTES {
+        return plain(
+            ApiError::UriTooLong(format!(
+                "path of {} bytes; at most {MAX_PATH_BYTES} are accepted",
+                path.len()
+            ))
+            .into_response(),
+        );
+    }
+    let key = req
+        .uri()
+        .path_and_query()
+        .map_or_else(|| path.clone(), |pq| pq.as_str().to_string());
+    let p = match snap.cache.prepared(&key) {
+        Some(p) => p,
+        None => {
+            let query = req.uri().query().map(str::to_string);
+            let resp = build(&state, snap.clone(), path, query).await;
+            if resp.status() != StatusCode::OK {
+                return plain(resp);
             }
-        } else {
-            match segs {
-                Some(_) => crate::site::page(&snap, &ctx),
-                None => crate::site::not_found("no such page"),
-            }
+            let p = Arc::new(prepared::Prepared::from_response(resp).await);
+            snap.cache.keep(key, p.clone());
+            p
         }
     };
-    finish(&snap, &method, &headers, &mut resp);
+    prepared::respond(&state, &snap, &p, &method, &headers).await
+}
+
+/// Builds the response of a GET to `path?query` on `snap`.
+pub(crate) async fn build(
+    state: &Arc<AppState>,
+    snap: Arc<Snapshot>,
+    path: String,
+    query: Option<String>,
+) -> Response {
+    let is_api = path == "/api" || path.starts_with("/api/");
+    let segs = segments(&path);
+    let ctx = Ctx {
+        base: state.public_base.clone(),
+        params: Params::parse(query.as_deref()),
+        segments: segs.clone().unwrap_or_default(),
+        path,
+    };
+    if is_api {
+        return match segs {
+            Some(_) => api(&snap, &ctx).unwrap_or_else(IntoResponse::into_response),
+            None => ApiError::NotFound("no such route".into()).into_response(),
+        };
+    }
+    if segs.is_none() {
+        return crate::site::not_found("no such page");
+    }
+    let permit =
+        match tokio::time::timeout(PAGE_QUEUE_TIMEOUT, state.pages.clone().acquire_owned()).await {
+            Ok(Ok(p)) => p,
+            _ => {
+                tracing::warn!(
+                    path = %ctx.path,
+                    "refused a page: no rendering slot within {} s (every page worker busy)",
+                    PAGE_QUEUE_TIMEOUT.as_secs()
+                );
+                let mut r = crate::site::error_page(&ApiError::Busy(
+                    "every page worker is busy; try again shortly".into(),
+                ));
+                r.headers_mut()
+                    .insert(header::RETRY_AFTER, HeaderValue::from_static("5"));
+                return r;
+            }
+        };
+    tokio::task::spawn_blocking(move || {
+        let _permit = permit;
+        crate::site::page(&snap, &ctx)
+    })
+    .await
+    .unwrap_or_else(|_| {
+        crate::site::error_page(&ApiError::Busy("the page could not be rendered".into()))
+    })
+}
+
+/// The targets prepared before a snapshot serves: the home page, every list page and API list,
+/// the discovery document, the index and the facets.
+pub fn warm_targets() -> Vec<String> {
+    let mut t: Vec<String> = ["/", "/api/v1", "/api/v1/index", "/api/v1/facets"]
+        .map(String::from)
+        .to_vec();
+    for c in Collection::ALL {
+        t.push(format!("/api/v1/{}", c.plural()));
+        t.push(format!("/{}", c.plural()));
+    }
+    t
+}
+
+/// Prepares the [`warm_targets`] of `snap` (served through `state`'s limits).
+pub async fn warm(state: &Arc<AppState>, snap: Arc<Snapshot>) {
+    for target in warm_targets() {
+        if snap.cache.prepared(&target).is_some() {
+            continue;
+        }
+        let resp = build(state, snap.clone(), target.clone(), None).await;
+        if resp.status() == StatusCode::OK {
+            let p = Arc::new(prepared::Prepared::from_response(resp).await);
+            snap.cache.keep(target, p);
+        }
+    }
+}
+
+/// Adds the shared headers to a response that is not a prepared 200 (errors).
+fn plain(mut resp: Response) -> Response {
+    shared_headers(resp.headers_mut());
     resp
 }
 
-/// Adds the shared headers; turns a 200 whose ETag the client has into a 304; empties HEAD
-/// bodies (keeping their `Content-Length`).
-fn finish(snap: &Snapshot, method: &Method, req_headers: &HeaderMap, resp: &mut Response) {
-    let h = resp.headers_mut();
+/// `Access-Control-Allow-Origin`, `Cache-Control` and `Vary` (on every response, 304s too).
+pub(crate) fn shared_headers(h: &mut HeaderMap) {
     h.insert(
         header::ACCESS_CONTROL_ALLOW_ORIGIN,
         HeaderValue::from_static("*"),
@@ -191,33 +291,7 @@ fn finish(snap: &Snapshot, method: &Method, req_headers: &HeaderMap, resp: &mut 
         header::CACHE_CONTROL,
         HeaderValue::from_static(CACHE_CONTROL),
     );
-    if resp.status() != StatusCode::OK {
-        return;
-    }
-    if let Ok(v) = HeaderValue::from_str(&snap.etag) {
-        resp.headers_mut().insert(header::ETAG, v);
-    }
-    let inm = req_headers
-        .get_all(header::IF_NONE_MATCH)
-        .iter()
-        .filter_map(|v| v.to_str().ok())
-        .any(|v| etag_matches(v, &snap.etag));
-    if inm {
-        *resp.status_mut() = StatusCode::NOT_MODIFIED;
-        resp.headers_mut().remove(header::CONTENT_TYPE);
-        resp.headers_mut().remove(header::CONTENT_LENGTH);
-        *resp.body_mut() = Body::empty();
-        return;
-    }
-    if *method == Method::HEAD {
-        let body = std::mem::take(resp.body_mut());
-        // Every body here is a complete buffer; its exact size is known.
-        use axum::body::HttpBody as _;
-        if let Some(n) = body.size_hint().exact() {
-            resp.headers_mut()
-                .insert(header::CONTENT_LENGTH, HeaderValue::from(n));
-        }
-    }
+    h.insert(header::VARY, HeaderValue::from_static("accept-encoding"));
 }
 
 /// `If-None-Match` (a list, `*`, weak or strong tags) against our ETag, by weak comparison.

@@ -43,6 +43,26 @@ fn values(snap: &Snapshot, c: Collection, ptr: &str) -> Vec<String> {
     .collect()
 }
 
+/// The filter options of the home page, computed once per snapshot (they scan every recipe,
+/// model instance and hardware record).
+#[derive(Debug)]
+pub struct Options {
+    engine: Vec<String>,
+    precision: Vec<String>,
+    vendor: Vec<String>,
+    hardware_count: Vec<String>,
+}
+
+/// The snapshot's [`Options`].
+pub fn options(snap: &Snapshot) -> &Options {
+    snap.cache.home_options.get_or_init(|| Options {
+        engine: values(snap, Collection::Recipe, "/engine/name"),
+        precision: values(snap, Collection::ModelInstance, "/weights/precision"),
+        vendor: values(snap, Collection::Hardware, "/vendor"),
+        hardware_count: values(snap, Collection::Recipe, "/hardware_count"),
+    })
+}
+
 /// The home page.
 pub fn page(snap: &Snapshot, ctx: &Ctx) -> Result<Response, ApiError> {
     let p = ctx.params(PARAMS)?;
@@ -53,6 +73,7 @@ pub fn page(snap: &Snapshot, ctx: &Ctx) -> Result<Response, ApiError> {
     let yn = ["true".to_string(), "false".into()];
     let recs = &snap.col(Collection::Recipe).records;
     let counts = snap.counts();
+    let opts = options(snap);
     let body = html! {
         h1 { "Which local-LLM recipe runs on which hardware, with what evidence?" }
         p.muted {
@@ -69,12 +90,12 @@ pub fn page(snap: &Snapshot, ctx: &Ctx) -> Result<Response, ApiError> {
             (select(p, "status", "Trust status", &["candidate".into(), "validated".into()]))
             (select(p, "launchable", "Launchable", &yn))
             (select(p, "runtime", "Runtime", &["docker".into(), "native".into(), "reference".into(), "unknown".into()]))
-            (select(p, "engine", "Engine", &values(snap, Collection::Recipe, "/engine/name")))
-            (select(p, "precision", "Precision", &values(snap, Collection::ModelInstance, "/weights/precision")))
-            (select(p, "vendor", "Vendor", &values(snap, Collection::Hardware, "/vendor")))
+            (select(p, "engine", "Engine", &opts.engine))
+            (select(p, "precision", "Precision", &opts.precision))
+            (select(p, "vendor", "Vendor", &opts.vendor))
             label { "Min VRAM GB" input type="number" name="min_vram_gb" min="0" step="any" value=(p.get("min_vram_gb").unwrap_or("")); }
             label { "Max VRAM GB" input type="number" name="max_vram_gb" min="0" step="any" value=(p.get("max_vram_gb").unwrap_or("")); }
-            (select(p, "hardware_count", "Hardware count", &values(snap, Collection::Recipe, "/hardware_count")))
+            (select(p, "hardware_count", "Hardware count", &opts.hardware_count))
             (select(p, "chat", "Chat", &tri))
             (select(p, "reasoning", "Reasoning", &tri))
             (select(p, "tools", "Tools", &tri))
