@@ -1023,8 +1023,10 @@ mod tests {
                     }
                 }
             }
-            s.write_all(b"HTTP/1.1 200 OK\r\nContent-Type: text/event-stream\r\nContent-Length: 0\r\n\r\n")
-                .unwrap();
+            s.write_all(
+                b"HTTP/1.1 200 OK\r\nContent-Type: text/event-stream\r\nContent-Length: 0\r\n\r\n",
+            )
+            .unwrap();
             first_read_at.unwrap()
         });
         let ep = H1Endpoint {

@@ -1232,7 +1232,11 @@ mod tests {
             [-1000i64, -1, 0, 1, 1000]
                 .iter()
                 .map(|&d| {
-                    let inside = if d == 0 { true } else { (d > 0) == inside_after };
+                    let inside = if d == 0 {
+                        true
+                    } else {
+                        (d > 0) == inside_after
+                    };
                     ((edge as i64 + d) as u64, inside)
                 })
                 .collect()

@@ -11,7 +11,9 @@ use servebench_results::{CacheState, CellResult, RequestSample};
 
 use crate::cache::cache_state;
 use crate::cell::tick_lag_warns;
-use crate::plausibility::{analyze_stalls, stall_finding, stall_threshold_s, StallInput, StallStats};
+use crate::plausibility::{
+    analyze_stalls, stall_finding, stall_threshold_s, StallInput, StallStats,
+};
 use crate::rate::slo::{check_percentile, RequestValues, Slo, SloMetric};
 use crate::telemetry::{
     apply_window, server_readiness, ClientWindow, Occupancy, ServerSample, WindowEvidence,
@@ -117,11 +119,19 @@ fn warm_cache_is_above_25_percent_of_the_prompt_and_64_tokens() {
     use CacheState::{Cold, Warm};
     // 1000-token prompt: 25 % = 250 tokens
     for (cached, want) in [(249, Cold), (250, Cold), (251, Warm)] {
-        assert_eq!(state_of(vec![req(1000, cached)], None), Some(want), "{cached} of 1000");
+        assert_eq!(
+            state_of(vec![req(1000, cached)], None),
+            Some(want),
+            "{cached} of 1000"
+        );
     }
     // 100-token prompt: 25 % = 25, the 64-token floor decides
     for (cached, want) in [(63, Cold), (64, Cold), (65, Warm)] {
-        assert_eq!(state_of(vec![req(100, cached)], None), Some(want), "{cached} of 100");
+        assert_eq!(
+            state_of(vec![req(100, cached)], None),
+            Some(want),
+            "{cached} of 100"
+        );
     }
     // hit rate
     for (h, want) in [(0.2499, Cold), (0.25, Cold), (0.2501, Warm)] {
@@ -225,7 +235,11 @@ fn server_readiness_thresholds() {
         );
     }
     for (queue, ready) in [(0.0, true), (0.001, false), (1.0, false)] {
-        assert_eq!(server_readiness(&s(4.0, queue), 4, true, 2048, 0).ready, ready, "queue {queue}");
+        assert_eq!(
+            server_readiness(&s(4.0, queue), 4, true, 2048, 0).ready,
+            ready,
+            "queue {queue}"
+        );
     }
     // short flow: fewer than C running is ready at max_tokens ≤ 512 once C completed
     for (max_tokens, completed, ready) in [
@@ -241,5 +255,87 @@ fn server_readiness_thresholds() {
             "max_tokens {max_tokens}, completed {completed}"
         );
     }
-    assert!(!server_readiness(&s(4.0, 0.0), 4, false, 2048, 0).ready, "no generation");
+    assert!(
+        !server_readiness(&s(4.0, 0.0), 4, false, 2048, 0).ready,
+        "no generation"
+    );
+}
+
+/// A sustained cell's window of 10 s with three requests credited 100, 200 and 50 tokens, and a
+/// monitor tick that ran `lag_ms` late at worst, through [`crate::cell::SustainedRun::measure`].
+fn measured_cell(lag_ms: f64) -> crate::measure::CellMeasurement {
+    use crate::cell::{CellSettings, ReadyVerdict, SustainedRun};
+    use crate::load::window::Window;
+    use crate::plan::CellSpec;
+    use servebench_client::h1::ReadDelay;
+    use servebench_client::stream::StreamOutcome;
+    use servebench_sse::RequestTracker;
+    let t0 = Instant::now();
+    let w = Window::after(t0, Duration::from_millis(20), Duration::from_secs(10));
+    let outcome = |tokens: u64| {
+        let mut record = RequestTracker::new(t0).finish(w.end, false, true);
+        record.token_events = tokens;
+        record.output_tokens = tokens;
+        StreamOutcome {
+            record,
+            window_tokens: tokens,
+            window_token_events: tokens,
+            text: None,
+            read_delay: ReadDelay::default(),
+            facts: Default::default(),
+        }
+    };
+    let run = SustainedRun {
+        spec: CellSpec {
+            concurrency: 3,
+            context: 0,
+        },
+        scout_prompt_tokens: None,
+        ready: Some(ReadyVerdict {
+            ready_reason: "active_streams=3/3".into(),
+            timed_out: None,
+            warning: None,
+            warmup_s: 0.5,
+        }),
+        window: Some(w),
+        outcomes: vec![outcome(100), outcome(200), outcome(50)],
+        failure: None,
+        max_tick_lag_ms: lag_ms,
+        cpu_s: None,
+        server: None,
+        wall_s: 11.0,
+    };
+    let settings = CellSettings {
+        path: "/v1/chat/completions",
+        duration: Duration::from_secs(10),
+        stable_window: Duration::from_secs(1),
+        max_tokens: 0,
+        ignore_eos: false,
+    };
+    run.measure(&settings).0
+}
+
+/// The headline of a sustained cell is exactly window tokens / window length (350 / 10 s), and
+/// the descheduled-client warning appears above 50 ms of tick lag, through the cell's own path.
+#[test]
+fn cell_aggregate_is_window_tokens_over_window_length_and_warns_above_50_ms() {
+    let m = measured_cell(3.0);
+    assert_eq!(m.aggregate_tps, Some(35.0));
+    let w = m.window.as_ref().expect("window totals");
+    assert_eq!((w.seconds, w.tokens), (10.0, Some(350)));
+    assert_eq!(m.client.max_tick_lag_ms, Some(3.0));
+    for (lag, warns) in [(49.999, false), (50.0, false), (50.001, true)] {
+        let m = measured_cell(lag);
+        assert_eq!(
+            m.warnings.iter().any(|w| w.contains("descheduled")),
+            warns,
+            "lag {lag} ms: {:?}",
+            m.warnings
+        );
+        assert_eq!(
+            m.aggregate_tps,
+            Some(35.0),
+            "the warning leaves the number alone"
+        );
+    }
 }

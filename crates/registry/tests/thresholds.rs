@@ -52,7 +52,11 @@ fn client_lag_rule_is_above_50_ms() {
 #[test]
 fn regression_rule_is_below_95_percent_of_the_baseline() {
     // baseline 100: a regression below 95 tok/s.
-    for (rate, want) in [(94.99, "regression"), (95.0, "accepted"), (95.01, "accepted")] {
+    for (rate, want) in [
+        (94.99, "regression"),
+        (95.0, "accepted"),
+        (95.01, "accepted"),
+    ] {
         let f = CellFacts {
             rate: Some(rate),
             client_tps: Some(rate),
@@ -105,12 +109,20 @@ fn plausibility_bounds_at_both_sides() {
         (3_600_001.0, false),
     ] {
         let got = bad_fields(json!({"ttft_ms_p50": t, "ttft_ms_p95": 4e6}), None);
-        assert_eq!(got, if ok { none.clone() } else { one("ttft_ms_p50") }, "TTFT {t}");
+        assert_eq!(
+            got,
+            if ok { none.clone() } else { one("ttft_ms_p50") },
+            "TTFT {t}"
+        );
     }
     // p95 ≥ p50
     for (p95, ok) in [(9.999, false), (10.0, true), (10.001, true)] {
         let got = bad_fields(json!({"ttft_ms_p50": 10.0, "ttft_ms_p95": p95}), None);
-        assert_eq!(got, if ok { none.clone() } else { one("ttft_ms_p95") }, "p95 {p95}");
+        assert_eq!(
+            got,
+            if ok { none.clone() } else { one("ttft_ms_p95") },
+            "p95 {p95}"
+        );
     }
     // prefill ≤ 500k tok/s cold, ≤ 1M any
     for (status, cap) in [
@@ -119,20 +131,40 @@ fn plausibility_bounds_at_both_sides() {
     ] {
         for (d, ok) in [(-1.0, true), (0.0, true), (1.0, false)] {
             let got = bad_fields(json!({"status": status, "prefill_tok_s": cap + d}), None);
-            assert_eq!(got, if ok { none.clone() } else { one("prefill_tok_s") }, "{status} {d}");
+            assert_eq!(
+                got,
+                if ok {
+                    none.clone()
+                } else {
+                    one("prefill_tok_s")
+                },
+                "{status} {d}"
+            );
         }
     }
     // aggregate decode ≤ 200k tok/s
     for (d, ok) in [(-1.0, true), (0.0, true), (1.0, false)] {
         let got = bad_fields(json!({"decode_tok_s": 200_000.0 + d}), None);
-        assert_eq!(got, if ok { none.clone() } else { one("decode_tok_s") }, "decode {d}");
+        assert_eq!(
+            got,
+            if ok {
+                none.clone()
+            } else {
+                one("decode_tok_s")
+            },
+            "decode {d}"
+        );
     }
     // per-stream decode ≤ 5,000 tok/s
     for (d, ok) in [(-1.0, true), (0.0, true), (1.0, false)] {
         let got = bad_fields(json!({"decode_tok_s_per_stream": 5_000.0 + d}), None);
         assert_eq!(
             got,
-            if ok { none.clone() } else { one("decode_tok_s_per_stream") },
+            if ok {
+                none.clone()
+            } else {
+                one("decode_tok_s_per_stream")
+            },
             "per-stream {d}"
         );
     }
@@ -142,18 +174,46 @@ fn plausibility_bounds_at_both_sides() {
             json!({"decode_tok_s": agg, "decode_tok_s_per_stream": 100.0, "concurrency": 4}),
             None,
         );
-        assert_eq!(got, if ok { none.clone() } else { one("decode_tok_s") }, "aggregate {agg}");
+        assert_eq!(
+            got,
+            if ok {
+                none.clone()
+            } else {
+                one("decode_tok_s")
+            },
+            "aggregate {agg}"
+        );
     }
     // peak VRAM ≤ the cap (2,048 GB when the hardware is unknown)
     for (cap, v) in [(Some(88.0), 88.0), (None, 2_048.0)] {
         for (d, ok) in [(-0.01, true), (0.0, true), (0.01, false)] {
             let got = bad_fields(json!({"peak_vram_gb": v + d}), cap);
-            assert_eq!(got, if ok { none.clone() } else { one("peak_vram_gb") }, "VRAM {v} {d}");
+            assert_eq!(
+                got,
+                if ok {
+                    none.clone()
+                } else {
+                    one("peak_vram_gb")
+                },
+                "VRAM {v} {d}"
+            );
         }
     }
     // context ≤ 10M tokens
-    for (c, ok) in [(9_999_999u64, true), (10_000_000, true), (10_000_001, false)] {
+    for (c, ok) in [
+        (9_999_999u64, true),
+        (10_000_000, true),
+        (10_000_001, false),
+    ] {
         let got = bad_fields(json!({"context_tokens": c}), None);
-        assert_eq!(got, if ok { none.clone() } else { one("context_tokens") }, "context {c}");
+        assert_eq!(
+            got,
+            if ok {
+                none.clone()
+            } else {
+                one("context_tokens")
+            },
+            "context {c}"
+        );
     }
 }

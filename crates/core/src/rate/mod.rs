@@ -681,7 +681,8 @@ mod tests {
         use servebench_client::h1::ReadDelay;
         use servebench_client::stream::StreamOutcome;
         use servebench_sse::{decode, RequestTracker};
-        const TOK: &str = r#"{"choices":[{"index":0,"delta":{"content":"a"},"finish_reason":null}]}"#;
+        const TOK: &str =
+            r#"{"choices":[{"index":0,"delta":{"content":"a"},"finish_reason":null}]}"#;
         const FIN: &str = r#"{"choices":[{"index":0,"delta":{},"finish_reason":"stop"}]}"#;
         let t0 = Instant::now();
         let at = |ms: u64| t0 + Duration::from_millis(ms);
@@ -729,10 +730,21 @@ mod tests {
             assert!((g - want).abs() < 1e-9, "{what}: {g} != {want}");
         };
         assert_eq!(
-            (row.requests_scheduled, row.requests_sent, row.requests_not_sent),
+            (
+                row.requests_scheduled,
+                row.requests_sent,
+                row.requests_not_sent
+            ),
             (5, 4, 1)
         );
-        assert_eq!((row.requests_completed, row.requests_failed, row.requests_cut), (4, 0, 0));
+        assert_eq!(
+            (
+                row.requests_completed,
+                row.requests_failed,
+                row.requests_cut
+            ),
+            (4, 0, 0)
+        );
         // (n − 1) / span of the schedule: 4 gaps over 4 s (n / span would be 1.25).
         close(row.schedule_rate, 1.0, "schedule_rate");
         // From the actual send times: 3 gaps from 0 s to 3.5 s (the intended times give 1.0).
@@ -743,10 +755,22 @@ mod tests {
         close(row.tpot.map(|s| s.max), 0.25, "tpot max");
         close(row.itl.map(|s| s.avg), 0.1, "itl");
         close(row.ttft.map(|s| s.max), 0.2, "ttft from the send");
-        close(row.ttft_from_intended.map(|s| s.max), 0.7, "ttft from intended");
-        close(row.ttft_from_intended.map(|s| s.avg), (0.2 + 0.3 + 0.4 + 0.7) / 4.0, "ttft_from_intended avg");
+        close(
+            row.ttft_from_intended.map(|s| s.max),
+            0.7,
+            "ttft from intended",
+        );
+        close(
+            row.ttft_from_intended.map(|s| s.avg),
+            (0.2 + 0.3 + 0.4 + 0.7) / 4.0,
+            "ttft_from_intended avg",
+        );
         close(row.e2e.map(|s| s.max), 0.4, "e2e to the last token");
-        close(row.e2e_from_intended.map(|s| s.max), 0.9, "e2e from intended");
+        close(
+            row.e2e_from_intended.map(|s| s.max),
+            0.9,
+            "e2e from intended",
+        );
         close(row.schedule_lag_max, 0.5, "schedule lag max");
         // Span: first intended send (0 s) to the last stream end (3.5 + 0.7 = 4.2 s).
         assert_eq!(row.output_tokens, 12);
