@@ -179,7 +179,7 @@ fn check_against_truth(
     r: &RateRow,
     outcomes: &[RequestOutcome],
     truth: &[RequestTruth],
-) -> (Vec<(f64, f64, f64, f64)>, Vec<f64>, Vec<String>) {
+) -> (Vec<(f64, f64, f64, f64)>, Vec<f64>, Vec<Miss>) {
     let mut true_pairs = Vec::new();
     let mut queue = Vec::new();
     let mut misses = Vec::new();
@@ -194,10 +194,13 @@ fn check_against_truth(
         assert!(mt >= tt, "TTFT from intended {mt} below the truth {tt}");
         assert!(me >= te, "E2E from intended {me} below the truth {te}");
         if mt - tt >= TOL_S {
-            misses.push(format!("TTFT from intended {mt:.4} vs truth {tt:.4}"));
+            misses.push((
+                format!("TTFT from intended {mt:.4} vs truth {tt:.4}"),
+                TOL_S,
+            ));
         }
         if me - te >= TOL_S {
-            misses.push(format!("E2E from intended {me:.4} vs truth {te:.4}"));
+            misses.push((format!("E2E from intended {me:.4} vs truth {te:.4}"), TOL_S));
         }
         queue.push(secs(t.received_at, t.admitted_at.unwrap()));
         true_pairs.push((tt, te, mt, me));
@@ -213,7 +216,10 @@ fn check_against_truth(
         ("E2E", 99.0, row_e2e.p99, pct(&true_e2e, 99.0)),
     ] {
         if (row_v - truth_v).abs() >= TOL_S {
-            misses.push(format!("{what} p{p}: row {row_v:.4} vs truth {truth_v:.4}"));
+            misses.push((
+                format!("{what} p{p}: row {row_v:.4} vs truth {truth_v:.4}"),
+                TOL_S,
+            ));
         }
     }
     (true_pairs, queue, misses)
@@ -223,14 +229,19 @@ fn check_against_truth(
 /// only when the [`PauseWitness`] saw a pause that explains the miss.
 const ATTEMPTS: usize = 4;
 
+/// A wall-clock bound an attempt missed: what, and the bound, s.
+type Miss = (String, f64);
+
 /// The outcome of one attempt with its bound misses and the witness's longest pause: `true`
-/// when the test is done (it passed); panics when it missed without evidence of load.
-fn judged(attempt: usize, misses: &[String], pause: Duration, bound: Duration) -> bool {
+/// when the test is done (it passed); panics when it missed without evidence of load (a pause
+/// of at least half the largest bound that was missed).
+fn judged(attempt: usize, misses: &[Miss], pause: Duration) -> bool {
     if misses.is_empty() {
         eprintln!("attempt {attempt}: every bound held (longest machine pause {pause:?})");
         return true;
     }
-    let shown: Vec<&String> = misses.iter().take(5).collect();
+    let bound = Duration::from_secs_f64(misses.iter().map(|m| m.1).fold(0.0, f64::max));
+    let shown: Vec<&String> = misses.iter().map(|m| &m.0).take(5).collect();
     assert!(
         PauseWitness::explains(pause, bound),
         "attempt {attempt}: {} bound misses with the machine quiet (longest pause {pause:?}, \
@@ -260,12 +271,7 @@ async fn under_overload_latency_from_intended_times_matches_the_queueing_truth()
     for attempt in 1..=ATTEMPTS {
         let witness = PauseWitness::start();
         let misses = overload_attempt().await;
-        if judged(
-            attempt,
-            &misses,
-            witness.finish(),
-            Duration::from_secs_f64(TOL_S),
-        ) {
+        if judged(attempt, &misses, witness.finish()) {
             return;
         }
     }
@@ -274,7 +280,7 @@ async fn under_overload_latency_from_intended_times_matches_the_queueing_truth()
 
 /// One attempt of the overload test: its load-independent checks assert, its wall-clock bounds
 /// are returned as misses.
-async fn overload_attempt() -> Vec<String> {
+async fn overload_attempt() -> Vec<Miss> {
     // Queue in the server: every arrival is sent on time and waits for a batch slot.
     let s = overload_sim();
     let cfg = rate_cfg(Arrival::Constant, None, "");
@@ -299,7 +305,7 @@ async fn overload_attempt() -> Vec<String> {
     // Arrivals go out on time without a cap (a wall-clock bound: 20 ms).
     let lag99 = r.schedule_lag_p99.unwrap();
     if lag99 >= 0.02 {
-        misses.push(format!("schedule lag p99 {lag99:.4} s without a cap"));
+        misses.push((format!("schedule lag p99 {lag99:.4} s without a cap"), 0.02));
     }
     assert!(
         r.completed_rate.unwrap() < 30.0,
@@ -327,14 +333,21 @@ async fn overload_attempt() -> Vec<String> {
     );
     // The server's queue is the truth's (no wall-clock bound): with the cap at the batch size
     // a request waits at most for the admission at the next step.
-    assert!(
-        pct(&queue, 99.0) < 0.05,
-        "with the cap at the batch size the server does not queue"
-    );
-    assert!(
-        sent_p99 < 0.1 && intended_p99 > 0.5,
-        "send {sent_p99}, intended {intended_p99}"
-    );
+    // (The simulator's clock, but its scheduler's steps run late on a busy machine: a
+    // wall-clock bound of 50 ms.)
+    let q99 = pct(&queue, 99.0);
+    if q99 >= 0.05 {
+        misses.push((
+            format!("with the cap at the batch size the server queued: p99 {q99:.4} s"),
+            0.05,
+        ));
+    }
+    // TTFT from the send time hides the wait (a wall-clock bound of 100 ms); from the intended
+    // time it holds the client queue's ≥ 0.5 s (load only adds to it).
+    if sent_p99 >= 0.1 {
+        misses.push((format!("TTFT p99 from the send {sent_p99:.4} s"), 0.1));
+    }
+    assert!(intended_p99 > 0.5, "intended {intended_p99}");
     assert!(r.schedule_lag_p99.unwrap() > 0.5);
     misses
 }
@@ -345,12 +358,7 @@ async fn goodput_matches_the_truth_for_a_set_slo() {
     for attempt in 1..=ATTEMPTS {
         let witness = PauseWitness::start();
         let misses = goodput_attempt().await;
-        if judged(
-            attempt,
-            &misses,
-            witness.finish(),
-            Duration::from_secs_f64(TOL_S),
-        ) {
+        if judged(attempt, &misses, witness.finish()) {
             return;
         }
     }
@@ -361,7 +369,7 @@ async fn goodput_matches_the_truth_for_a_set_slo() {
 /// [`check_against_truth`]). Goodput is judged against the truth with the requests within
 /// [`TOL_S`] of a threshold allowed to differ; a request the client saw more than [`TOL_S`]
 /// late is a bound miss, so the count comparison holds whenever there is none.
-async fn goodput_attempt() -> Vec<String> {
+async fn goodput_attempt() -> Vec<Miss> {
     let s = overload_sim();
     let slo_ttft = 0.6;
     let slo_e2e = 1.0;
@@ -642,35 +650,57 @@ async fn an_interrupted_run_lists_the_unreached_rates() {
 async fn poisson_arrivals_at_the_simulator_pass_a_ks_test() {
     use servebench_core::rate::arrival::{ks_critical_001, ks_statistic};
     let _g = SERIAL.lock().await;
-    let s = sim(SimConfig::default());
     let rate = 20.0;
-    let (r, outcomes) = row(&s, &rate_cfg(Arrival::Poisson, None, ""), rate, 10.0, 4).await;
-    assert_eq!(
-        r.requests_completed, r.requests_scheduled,
-        "{:?}",
-        r.status_reason
-    );
-    let truth = s.truth();
-    let mut received: Vec<Instant> = outcomes
-        .iter()
-        .map(|o| truth_of(&truth, o).received_at)
-        .collect();
-    received.sort();
-    let gaps: Vec<f64> = received.windows(2).map(|w| secs(w[0], w[1])).collect();
-    let d = ks_statistic(&gaps, |x| {
+    let exp_cdf = |x: f64| {
         if x <= 0.0 {
             0.0
         } else {
             1.0 - (-rate * x).exp()
         }
-    });
-    let crit = ks_critical_001(gaps.len());
-    eprintln!(
-        "KS at the simulator: n = {}, D = {d:.4}, critical {crit:.4}",
-        gaps.len()
-    );
-    assert!(d < crit, "D = {d:.4} ≥ {crit:.4}");
+    };
+    // The receive times are the simulator's wall clock: a machine that stands still bunches
+    // them. An attempt that fails the KS test is run again only when the witness saw a pause
+    // of at least half the mean gap (50 ms); on a quiet machine a failure fails at once.
+    let mean_gap = Duration::from_secs_f64(1.0 / rate);
+    let mut judged_once = false;
+    for attempt in 1..=ATTEMPTS {
+        let s = sim(SimConfig::default());
+        let witness = PauseWitness::start();
+        let (r, outcomes) = row(&s, &rate_cfg(Arrival::Poisson, None, ""), rate, 10.0, 4).await;
+        let pause = witness.finish();
+        assert_eq!(
+            r.requests_completed, r.requests_scheduled,
+            "{:?}",
+            r.status_reason
+        );
+        let truth = s.truth();
+        let mut received: Vec<Instant> = outcomes
+            .iter()
+            .map(|o| truth_of(&truth, o).received_at)
+            .collect();
+        received.sort();
+        let gaps: Vec<f64> = received.windows(2).map(|w| secs(w[0], w[1])).collect();
+        let d = ks_statistic(&gaps, exp_cdf);
+        let crit = ks_critical_001(gaps.len());
+        eprintln!(
+            "attempt {attempt}: KS at the simulator: n = {}, D = {d:.4}, critical {crit:.4}, machine pause {pause:?}",
+            gaps.len()
+        );
+        if d < crit {
+            judged_once = true;
+            break;
+        }
+        assert!(
+            PauseWitness::explains(pause, mean_gap),
+            "D = {d:.4} ≥ {crit:.4} with the machine quiet (longest pause {pause:?})"
+        );
+        eprintln!("attempt {attempt}: not judged (the machine paused {pause:?}), retrying");
+    }
+    if !judged_once {
+        could_not_judge("poisson_arrivals_at_the_simulator_pass_a_ks_test");
+    }
     // The same test rejects constant arrivals at that rate (the test can fail).
+    let s = sim(SimConfig::default());
     let (_, outcomes) = row(&s, &rate_cfg(Arrival::Constant, None, ""), rate, 3.0, 4).await;
     let truth = s.truth();
     let mut received: Vec<Instant> = outcomes

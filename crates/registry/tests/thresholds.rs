@@ -217,3 +217,20 @@ fn plausibility_bounds_at_both_sides() {
         );
     }
 }
+
+/// `cell-invalid`: an `invalid` cell, or one without a headline number, each alone (found by
+/// `cargo mutants`: `||` → `&&` in `decide` survived the table of `publish_rules.rs`, whose
+/// invalid cells have both).
+#[test]
+fn an_invalid_cell_or_a_missing_rate_alone_is_cell_invalid() {
+    let invalid_with_rate = CellFacts {
+        status: CellStatus::Invalid,
+        ..ok_facts()
+    };
+    assert_eq!(rule(&invalid_with_rate, None), "cell-invalid");
+    let ok_without_rate = CellFacts {
+        rate: None,
+        ..ok_facts()
+    };
+    assert_eq!(rule(&ok_without_rate, None), "cell-invalid");
+}
