@@ -179,7 +179,7 @@ fn check_against_truth(
     r: &RateRow,
     outcomes: &[RequestOutcome],
     truth: &[RequestTruth],
-) -> (Vec<(f64, f64, f64, f64)>, Vec<f64>, Vec<Miss>) {
+) -> (Vec<Pair>, Vec<f64>, Vec<Miss>) {
     let mut true_pairs = Vec::new();
     let mut queue = Vec::new();
     let mut misses = Vec::new();
@@ -231,6 +231,10 @@ const ATTEMPTS: usize = 4;
 
 /// A wall-clock bound an attempt missed: what, and the bound, s.
 type Miss = (String, f64);
+
+/// One completed request's (true TTFT, true E2E, measured TTFT, measured E2E) from the
+/// intended send time, s.
+type Pair = (f64, f64, f64, f64);
 
 /// The outcome of one attempt with its bound misses and the witness's longest pause: `true`
 /// when the test is done (it passed); panics when it missed without evidence of load (a pause

@@ -686,7 +686,7 @@ mod tests {
         const FIN: &str = r#"{"choices":[{"index":0,"delta":{},"finish_reason":"stop"}]}"#;
         let t0 = Instant::now();
         let at = |ms: u64| t0 + Duration::from_millis(ms);
-        let offsets: Vec<Duration> = (0..5).map(|k| Duration::from_secs(k)).collect();
+        let offsets: Vec<Duration> = (0..5).map(Duration::from_secs).collect();
         let lags_ms = [0u64, 100, 200, 500];
         let outcomes: Vec<RequestOutcome> = lags_ms
             .iter()
