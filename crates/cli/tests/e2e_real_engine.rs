@@ -1501,11 +1501,11 @@ fn summary(
 }
 
 /// Runs `spec` against the engine and checks everything; panics with all failures.
-/// The test's own witness of machine pauses, independent of servebench
-/// ([`servebench_sim::noise::PauseWitness`], shared with the simulator suites): a thread that
-/// sleeps 10 ms at a time and keeps the longest overshoot. On this 2-core VM it sees gaps of
-/// several seconds while a CPU engine runs (seen: 8.7 s in a spec-decode run), when every
-/// process, servebench and the engine included, stood still.
+// The test's own witness of machine pauses, independent of servebench
+// (`servebench_sim::noise::PauseWitness`, shared with the simulator suites): a thread that
+// sleeps 10 ms at a time and keeps the longest overshoot. On this 2-core VM it sees gaps of
+// several seconds while a CPU engine runs (seen: 8.7 s in a spec-decode run), when every
+// process, servebench and the engine included, stood still.
 use servebench_sim::noise::PauseWitness;
 
 /// The witness's line when it saw the machine stand still for over
