@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
 # Reruns the cargo-mutants scope of docs/mutants.md: the measurement path (SSE tracker, framer and
-# decoder, window accounting, kernel-timestamp conversion, percentiles), one scope at a time, each
+# decoder, window accounting, kernel-timestamp conversion, percentiles), the cell's headline and
+# thresholds, the open-loop arithmetic and the registry's verdict rules, one scope at a time, each
 # mutant built and tested only in the crate it is in.
 #
 #   scripts/mutants.sh            # every scope, in order
@@ -48,6 +49,8 @@ run() {
 sse_tests=(--cargo-test-arg=--tests)
 core_tests=(--cargo-test-arg=--lib)
 client_tests=(--cargo-test-arg=--lib)
+# The verdict rules are pinned by the crate's integration tests (publish_rules, thresholds).
+registry_tests=(--cargo-test-arg=--tests)
 
 scope() {
     case $1 in
@@ -62,11 +65,24 @@ scope() {
     core-aggregate) run core-aggregate servebench-core crates/core/src/aggregate.rs "${core_tests[@]}" ;;
     client-h1) run client-h1 servebench-client crates/client/src/h1.rs "${client_tests[@]}" \
         -F 'to_instant|recv|enable|ReadDelay' ;;
+    # Issue 18: the cell's headline and warnings, the window, the open-loop arithmetic, the
+    # documented thresholds of the cell verdict, and the registry's verdict rules.
+    core-window) run core-window servebench-core crates/core/src/load/window.rs "${core_tests[@]}" ;;
+    core-cell) run core-cell servebench-core crates/core/src/cell.rs "${core_tests[@]}" \
+        -F 'tick_lag_warns|SustainedRun::(measure|judge|window_warnings|readiness)' ;;
+    core-rate) run core-rate servebench-core crates/core/src/rate/mod.rs "${core_tests[@]}" \
+        -f crates/core/src/rate/slo.rs -F 'fold_row|tpot_s|request_values|summarize|judge_unfinished|good|check_percentile|percentile_with_inf' ;;
+    core-thresholds) run core-thresholds servebench-core crates/core/src/load/readiness.rs "${core_tests[@]}" \
+        -f crates/core/src/telemetry.rs -f crates/core/src/cache.rs -f crates/core/src/plausibility.rs \
+        -F 'Readiness|server_readiness|apply_window|cache_state|stall_threshold_s|analyze_stalls|stall_finding|StallStats' ;;
+    registry-verdict) run registry-verdict servebench-registry crates/registry/src/publish.rs "${registry_tests[@]}" \
+        -f crates/registry/src/validate.rs -F 'decide|implausible' ;;
     *) echo "unknown scope $1" >&2; exit 2 ;;
     esac
 }
 
 if [ $# -eq 0 ]; then
-    set -- sse-tracker sse-framer sse-decode stats client-stream core-aggregate client-h1
+    set -- sse-tracker sse-framer sse-decode stats client-stream core-aggregate client-h1 \
+        core-window core-cell core-rate core-thresholds registry-verdict
 fi
 for s in "$@"; do scope "$s"; done

@@ -1501,40 +1501,12 @@ fn summary(
 }
 
 /// Runs `spec` against the engine and checks everything; panics with all failures.
-/// The test's own witness of machine pauses, independent of servebench: a thread that sleeps
-/// 10 ms at a time and keeps the longest overshoot. On this 2-core VM it sees gaps of several
-/// seconds while a CPU engine runs (seen: 8.7 s in a spec-decode run), when every process,
-/// servebench and the engine included, stood still.
-struct PauseWitness {
-    stop: Arc<AtomicBool>,
-    thread: std::thread::JoinHandle<Duration>,
-}
-
-impl PauseWitness {
-    fn start() -> PauseWitness {
-        let stop = Arc::new(AtomicBool::new(false));
-        let flag = stop.clone();
-        let thread = std::thread::spawn(move || {
-            let step = Duration::from_millis(10);
-            let mut worst = Duration::ZERO;
-            let mut prev = Instant::now();
-            while !flag.load(Ordering::Relaxed) {
-                std::thread::sleep(step);
-                let now = Instant::now();
-                worst = worst.max(now.saturating_duration_since(prev).saturating_sub(step));
-                prev = now;
-            }
-            worst
-        });
-        PauseWitness { stop, thread }
-    }
-
-    /// The longest pause seen, ms.
-    fn finish(self) -> f64 {
-        self.stop.store(true, Ordering::Relaxed);
-        self.thread.join().unwrap_or_default().as_secs_f64() * 1e3
-    }
-}
+// The test's own witness of machine pauses, independent of servebench
+// (`servebench_sim::noise::PauseWitness`, shared with the simulator suites): a thread that
+// sleeps 10 ms at a time and keeps the longest overshoot. On this 2-core VM it sees gaps of
+// several seconds while a CPU engine runs (seen: 8.7 s in a spec-decode run), when every
+// process, servebench and the engine included, stood still.
+use servebench_sim::noise::PauseWitness;
 
 /// The witness's line when it saw the machine stand still for over
 /// [`MAX_TICK_LAG_FOR_EXACT_MS`].
@@ -1671,7 +1643,7 @@ fn run_once(env: &E2eEnv, spec: &RunSpec) -> Option<FailedAttempt> {
     let before = scrape_generated(env);
     let witness = PauseWitness::start();
     let run = run_servebench(env, spec);
-    let pause_ms = witness.finish();
+    let pause_ms = witness.finish_ms();
     // Streams cut at the last window end are aborted by the server shortly after.
     std::thread::sleep(Duration::from_secs(2));
     let after = scrape_generated(env);

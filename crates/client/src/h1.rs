@@ -995,6 +995,67 @@ mod tests {
         assert_eq!((h.framing, h.keep_alive), (Framing::Close, false));
     }
 
+    /// Issue 18: `sent_at` is stamped before the first byte of the request is written. The
+    /// request (32 MiB body) is larger than the loopback socket buffers can hold and the server
+    /// does not read for 100 ms, so `write_all` cannot return before the server has read most
+    /// of it: a stamp taken after the write is later than the server's first read, one taken
+    /// before it is earlier by causality, whatever the load on the machine.
+    #[test]
+    fn sent_at_is_stamped_before_the_request_is_written() {
+        use std::io::{Read, Write};
+        let listener = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+        let addr = listener.local_addr().unwrap().to_string();
+        let body = vec![b'x'; 32 << 20];
+        let len = body.len();
+        let server = std::thread::spawn(move || {
+            let (mut s, _) = listener.accept().unwrap();
+            std::thread::sleep(Duration::from_millis(100));
+            let mut b = vec![0u8; 64 * 1024];
+            let (mut first_read_at, mut got, mut need) = (None, Vec::new(), usize::MAX);
+            while got.len() < need {
+                let n = s.read(&mut b).unwrap();
+                assert!(n > 0, "client closed early");
+                first_read_at.get_or_insert_with(Instant::now);
+                got.extend_from_slice(&b[..n]);
+                if need == usize::MAX {
+                    if let Some(h) = got.windows(4).position(|w| w == b"\r\n\r\n") {
+                        need = h + 4 + len;
+                    }
+                }
+            }
+            s.write_all(
+                b"HTTP/1.1 200 OK\r\nContent-Type: text/event-stream\r\nContent-Length: 0\r\n\r\n",
+            )
+            .unwrap();
+            first_read_at.unwrap()
+        });
+        let ep = H1Endpoint {
+            connect_to: addr.clone(),
+            host_header: addr,
+            path_prefix: String::new(),
+            authorization: None,
+        };
+        let rt = tokio::runtime::Builder::new_current_thread()
+            .enable_all()
+            .build()
+            .unwrap();
+        let (called_at, sent_at) = rt.block_on(async {
+            let conn = H1Conn::connect(&ep).await.unwrap();
+            let called_at = Instant::now();
+            match start(&ep, conn, "/v1/x", &body, false).await {
+                Ok((_, sent_at)) => (called_at, sent_at),
+                Err(e) => panic!("start: {e:?}"),
+            }
+        });
+        let first_read_at = server.join().unwrap();
+        assert!(sent_at >= called_at);
+        assert!(
+            sent_at < first_read_at,
+            "sent_at is {:?} after the server's first read of the request: stamped after the write",
+            sent_at.duration_since(first_read_at)
+        );
+    }
+
     /// Through `start` and `H1Stream::next`: a body chunk that waited ~60 ms in the socket gets
     /// its arrival time, and the wait is reported as read delay.
     #[cfg(all(

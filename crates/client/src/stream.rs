@@ -1212,6 +1212,71 @@ mod tests {
         let out = acc.close(true, false, None);
         assert_eq!(out.facts.kind, Some(FailureKind::NotStreaming));
     }
+
+    /// Issue 18: each window edge with a token 1 µs and 1 ms on either side of it, and one on
+    /// it. The window is [start, end] (both edges inclusive); a crediting bug of 1 µs or 1 ms at
+    /// either edge changes the count.
+    #[test]
+    fn window_edges_to_the_microsecond_and_the_millisecond() {
+        let base = Instant::now();
+        let (start_us, end_us) = (100_000u64, 300_000u64);
+        let w = WindowClock::new(base);
+        w.end_ns.store(end_us * 1_000, Ordering::SeqCst);
+        w.start_ns.store(start_us * 1_000, Ordering::SeqCst);
+        let hooks = StreamHooks {
+            window: Some(&w),
+            ..Default::default()
+        };
+        // (offset from the edge, µs; credited?)
+        let around = |edge: u64, inside_after: bool| -> Vec<(u64, bool)> {
+            [-1000i64, -1, 0, 1, 1000]
+                .iter()
+                .map(|&d| {
+                    let inside = if d == 0 {
+                        true
+                    } else {
+                        (d > 0) == inside_after
+                    };
+                    ((edge as i64 + d) as u64, inside)
+                })
+                .collect()
+        };
+        for (edge, inside_after) in [(start_us, true), (end_us, false)] {
+            for (at_us, inside) in around(edge, inside_after) {
+                let mut acc = Accounting::new(&hooks, base, None, Some("text/event-stream"));
+                let at = base + Duration::from_micros(at_us);
+                acc.push(format!("data: {TOK}\n\n").as_bytes(), at);
+                acc.push(b"data: [DONE]\n\n", at);
+                acc.finish_framer(at + Duration::from_micros(1));
+                let out = acc.close(true, false, None);
+                assert_eq!(out.record.output_tokens, 1);
+                assert_eq!(
+                    (out.window_tokens, out.window_token_events),
+                    if inside { (1, 1) } else { (0, 0) },
+                    "a token at {at_us} µs, window [{start_us}, {end_us}] µs"
+                );
+            }
+        }
+        // All ten in one stream: 6 inside (start, start + 1 µs, start + 1 ms, end − 1 ms,
+        // end − 1 µs, end).
+        let mut acc = Accounting::new(&hooks, base, None, Some("text/event-stream"));
+        let mut all: Vec<u64> = around(start_us, true)
+            .into_iter()
+            .chain(around(end_us, false))
+            .map(|x| x.0)
+            .collect();
+        all.sort_unstable();
+        for &at_us in &all {
+            let at = base + Duration::from_micros(at_us);
+            acc.push(format!("data: {TOK}\n\n").as_bytes(), at);
+        }
+        let last = base + Duration::from_micros(*all.last().unwrap());
+        acc.push(b"data: [DONE]\n\n", last);
+        acc.finish_framer(last + Duration::from_micros(1));
+        let out = acc.close(true, false, None);
+        assert_eq!(out.record.output_tokens, 10);
+        assert_eq!((out.window_tokens, out.window_token_events), (6, 6));
+    }
 }
 
 #[cfg(test)]

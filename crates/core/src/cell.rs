@@ -69,6 +69,13 @@ const SAMPLE_EVERY: Duration = Duration::from_millis(500);
 /// Tick lag above which the cell carries a "client may be the bottleneck" warning, ms.
 const TICK_LAG_WARN_MS: f64 = 50.0;
 
+/// Whether a worst monitor-tick lag of `max_lag_ms` (ms) earns the cell the
+/// [`tick_lag_warning`]: above [`TICK_LAG_WARN_MS`] (50 ms, docs/metrics.md
+/// `client_max_tick_lag_ms`).
+pub(crate) fn tick_lag_warns(max_lag_ms: f64) -> bool {
+    max_lag_ms > TICK_LAG_WARN_MS
+}
+
 /// The cell warning when the client's monitor tick ran `lag_ms` late, in plain words: what a
 /// descheduled client means for the numbers, with (`kernel_stamps`) or without kernel receive
 /// timestamps on the token reads.
@@ -750,7 +757,7 @@ impl SustainedRun {
                 ));
             }
         }
-        if self.max_tick_lag_ms > TICK_LAG_WARN_MS {
+        if tick_lag_warns(self.max_tick_lag_ms) {
             warnings.push(tick_lag_warning(
                 self.max_tick_lag_ms,
                 tally.read_delay.reads > 0,

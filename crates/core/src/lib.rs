@@ -24,6 +24,8 @@ pub mod resume;
 pub mod runner;
 pub mod task;
 pub(crate) mod telemetry;
+#[cfg(test)]
+mod thresholds_tests;
 
 pub use error::ConfigError;
 pub use events::{EventSink, RunEvent};

@@ -10,8 +10,12 @@
 //!   (`max_concurrency` 4, where TTFT from the send time hides the wait and from the intended
 //!   time does not);
 //! * the arrivals the simulator received (its own clock) pass a KS test against Exp(λ);
-//! * goodput for a set SLO equals the goodput computed from the simulator's own times (only
-//!   requests whose true value lies within the 5 ms tolerance of a threshold may differ);
+//! * goodput for a set SLO equals the goodput computed from the simulator's own times, except
+//!   for requests whose [true, measured] interval holds a threshold (no wall-clock tolerance);
+//! * the wall-clock bounds (5 ms excess over the truth, 20 ms schedule lag) are judged against
+//!   the machine's own pauses ([`PauseWitness`]): an attempt that misses one is run again only
+//!   when the witness saw a pause that explains it, and a test whose every attempt was disturbed
+//!   says `CANNOT JUDGE` in its output;
 //! * through the runner: a checkpoint after every row, `skipped_context` rows, `--resume`
 //!   carrying kept rows over, and arrivals a full cap kept back past the deadline counted as not
 //!   sent.
@@ -27,6 +31,7 @@ use servebench_core::rate::slo::parse_slos;
 use servebench_core::rate::{measure_row, RateConfig, RateJob};
 use servebench_core::EventSink;
 use servebench_results::{CellStatus, RateRow};
+use servebench_sim::noise::PauseWitness;
 use servebench_sim::{RequestTruth, Sim, SimConfig};
 use tokio_util::sync::CancellationToken;
 
@@ -162,17 +167,23 @@ async fn achieved_rate_is_within_one_percent_of_offered_at_100_per_second() {
     );
 }
 
-/// Checks one overloaded row's from-intended TTFT / E2E against the truth; returns the truth's
-/// (TTFT, E2E) from the intended times per completed request, and the true queue waits.
+/// Checks one overloaded row's from-intended TTFT / E2E against the truth; returns per completed
+/// request (true TTFT, true E2E, measured TTFT, measured E2E) from the intended time, the true queue waits, and the
+/// misses of the [`TOL_S`] bounds (empty when every bound held).
+///
+/// A measured time shorter than the truth is impossible whatever the load (the arrival follows
+/// the emission): that panics at once. An excess over [`TOL_S`] is a wall-clock bound (the
+/// client's receive path, the simulator's write): a loaded machine can break it, so it is
+/// returned for the caller to judge against its [`PauseWitness`].
 fn check_against_truth(
     r: &RateRow,
     outcomes: &[RequestOutcome],
     truth: &[RequestTruth],
-) -> (Vec<(f64, f64)>, Vec<f64>) {
+) -> (Vec<Pair>, Vec<f64>, Vec<Miss>) {
     let mut true_pairs = Vec::new();
     let mut queue = Vec::new();
-    let (mut meas_ttft, mut true_ttft, mut meas_e2e, mut true_e2e) =
-        (vec![], vec![], vec![], vec![]);
+    let mut misses = Vec::new();
+    let (mut true_ttft, mut true_e2e) = (vec![], vec![]);
     for o in outcomes.iter().filter(|o| o.stream.record.completed) {
         let t = truth_of(truth, o);
         let rec = &o.stream.record;
@@ -180,40 +191,100 @@ fn check_against_truth(
         let te = secs(o.intended_at, t.emissions.last().unwrap().0);
         let mt = secs(o.intended_at, rec.first_token_at.unwrap());
         let me = secs(o.intended_at, rec.last_token_at.unwrap());
-        assert!(
-            mt >= tt && mt - tt < TOL_S,
-            "TTFT from intended {mt} vs truth {tt}"
-        );
-        assert!(
-            me >= te && me - te < TOL_S,
-            "E2E from intended {me} vs truth {te}"
-        );
+        assert!(mt >= tt, "TTFT from intended {mt} below the truth {tt}");
+        assert!(me >= te, "E2E from intended {me} below the truth {te}");
+        if mt - tt >= TOL_S {
+            misses.push((
+                format!("TTFT from intended {mt:.4} vs truth {tt:.4}"),
+                TOL_S,
+            ));
+        }
+        if me - te >= TOL_S {
+            misses.push((format!("E2E from intended {me:.4} vs truth {te:.4}"), TOL_S));
+        }
         queue.push(secs(t.received_at, t.admitted_at.unwrap()));
-        true_pairs.push((tt, te));
-        meas_ttft.push(mt);
+        true_pairs.push((tt, te, mt, me));
         true_ttft.push(tt);
-        meas_e2e.push(me);
         true_e2e.push(te);
     }
     let row_ttft = r.ttft_from_intended.unwrap();
     let row_e2e = r.e2e_from_intended.unwrap();
-    for (p, row_v, truth_v) in [
-        (50.0, row_ttft.p50, pct(&true_ttft, 50.0)),
-        (99.0, row_ttft.p99, pct(&true_ttft, 99.0)),
-        (50.0, row_e2e.p50, pct(&true_e2e, 50.0)),
-        (99.0, row_e2e.p99, pct(&true_e2e, 99.0)),
+    for (what, p, row_v, truth_v) in [
+        ("TTFT", 50.0, row_ttft.p50, pct(&true_ttft, 50.0)),
+        ("TTFT", 99.0, row_ttft.p99, pct(&true_ttft, 99.0)),
+        ("E2E", 50.0, row_e2e.p50, pct(&true_e2e, 50.0)),
+        ("E2E", 99.0, row_e2e.p99, pct(&true_e2e, 99.0)),
     ] {
-        assert!(
-            (row_v - truth_v).abs() < TOL_S,
-            "p{p}: row {row_v} vs truth {truth_v}"
-        );
+        if (row_v - truth_v).abs() >= TOL_S {
+            misses.push((
+                format!("{what} p{p}: row {row_v:.4} vs truth {truth_v:.4}"),
+                TOL_S,
+            ));
+        }
     }
-    (true_pairs, queue)
+    (true_pairs, queue, misses)
+}
+
+/// Attempts of a test whose wall-clock bounds a loaded machine can break: the next attempt runs
+/// only when the [`PauseWitness`] saw a pause that explains the miss.
+const ATTEMPTS: usize = 4;
+
+/// A wall-clock bound an attempt missed: what, and the bound, s.
+type Miss = (String, f64);
+
+/// One completed request's (true TTFT, true E2E, measured TTFT, measured E2E) from the
+/// intended send time, s.
+type Pair = (f64, f64, f64, f64);
+
+/// The outcome of one attempt with its bound misses and the witness's longest pause: `true`
+/// when the test is done (it passed); panics when it missed without evidence of load (a pause
+/// of at least half the largest bound that was missed).
+fn judged(attempt: usize, misses: &[Miss], pause: Duration) -> bool {
+    if misses.is_empty() {
+        eprintln!("attempt {attempt}: every bound held (longest machine pause {pause:?})");
+        return true;
+    }
+    let bound = Duration::from_secs_f64(misses.iter().map(|m| m.1).fold(0.0, f64::max));
+    let shown: Vec<&String> = misses.iter().map(|m| &m.0).take(5).collect();
+    assert!(
+        PauseWitness::explains(pause, bound),
+        "attempt {attempt}: {} bound misses with the machine quiet (longest pause {pause:?}, \
+         below half of {bound:?}): {shown:?}",
+        misses.len()
+    );
+    eprintln!(
+        "attempt {attempt}: {} bound misses, the machine paused {pause:?} (≥ half of {bound:?}): \
+         not judged, retrying: {shown:?}",
+        misses.len()
+    );
+    false
+}
+
+/// Every attempt was disturbed: the test could not judge its wall-clock bounds (its
+/// load-independent checks all held).
+fn could_not_judge(test: &str) {
+    eprintln!(
+        "CANNOT JUDGE {test}: the machine paused on all {ATTEMPTS} attempts (see above); \
+         the wall-clock bounds were not checked, only the load-independent ones"
+    );
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn under_overload_latency_from_intended_times_matches_the_queueing_truth() {
     let _g = SERIAL.lock().await;
+    for attempt in 1..=ATTEMPTS {
+        let witness = PauseWitness::start();
+        let misses = overload_attempt().await;
+        if judged(attempt, &misses, witness.finish()) {
+            return;
+        }
+    }
+    could_not_judge("under_overload_latency_from_intended_times_matches_the_queueing_truth");
+}
+
+/// One attempt of the overload test: its load-independent checks assert, its wall-clock bounds
+/// are returned as misses.
+async fn overload_attempt() -> Vec<Miss> {
     // Queue in the server: every arrival is sent on time and waits for a batch slot.
     let s = overload_sim();
     let cfg = rate_cfg(Arrival::Constant, None, "");
@@ -224,7 +295,7 @@ async fn under_overload_latency_from_intended_times_matches_the_queueing_truth()
         "{:?}",
         r.status_reason
     );
-    let (_, queue) = check_against_truth(&r, &outcomes, &s.truth());
+    let (_, queue, mut misses) = check_against_truth(&r, &outcomes, &s.truth());
     let q99 = pct(&queue, 99.0);
     eprintln!(
         "server queue: true queue wait p99 {q99:.3}s, TTFT from intended p99 {:.3}s, lag p99 {:?}",
@@ -235,10 +306,11 @@ async fn under_overload_latency_from_intended_times_matches_the_queueing_truth()
         q99 > 0.5,
         "the simulator must really be overloaded (queue p99 {q99})"
     );
-    assert!(
-        r.schedule_lag_p99.unwrap() < 0.02,
-        "arrivals go out on time without a cap"
-    );
+    // Arrivals go out on time without a cap (a wall-clock bound: 20 ms).
+    let lag99 = r.schedule_lag_p99.unwrap();
+    if lag99 >= 0.02 {
+        misses.push((format!("schedule lag p99 {lag99:.4} s without a cap"), 0.02));
+    }
     assert!(
         r.completed_rate.unwrap() < 30.0,
         "served below the offered 40 req/s"
@@ -255,41 +327,69 @@ async fn under_overload_latency_from_intended_times_matches_the_queueing_truth()
         "{:?}",
         r.status_reason
     );
-    let (_, queue) = check_against_truth(&r, &outcomes, &s.truth());
+    let (_, queue, more) = check_against_truth(&r, &outcomes, &s.truth());
+    misses.extend(more);
     let (sent_p99, intended_p99) = (r.ttft.unwrap().p99, r.ttft_from_intended.unwrap().p99);
     eprintln!(
         "client queue: server queue p99 {:.3}s, TTFT p99 from send {sent_p99:.3}s, from intended {intended_p99:.3}s, lag p99 {:?}",
         pct(&queue, 99.0),
         r.schedule_lag_p99
     );
-    assert!(
-        pct(&queue, 99.0) < 0.05,
-        "with the cap at the batch size the server does not queue"
-    );
-    assert!(
-        sent_p99 < 0.1 && intended_p99 > 0.5,
-        "send {sent_p99}, intended {intended_p99}"
-    );
+    // The server's queue is the truth's (no wall-clock bound): with the cap at the batch size
+    // a request waits at most for the admission at the next step.
+    // (The simulator's clock, but its scheduler's steps run late on a busy machine: a
+    // wall-clock bound of 50 ms.)
+    let q99 = pct(&queue, 99.0);
+    if q99 >= 0.05 {
+        misses.push((
+            format!("with the cap at the batch size the server queued: p99 {q99:.4} s"),
+            0.05,
+        ));
+    }
+    // TTFT from the send time hides the wait (a wall-clock bound of 100 ms); from the intended
+    // time it holds the client queue's ≥ 0.5 s (load only adds to it).
+    if sent_p99 >= 0.1 {
+        misses.push((format!("TTFT p99 from the send {sent_p99:.4} s"), 0.1));
+    }
+    assert!(intended_p99 > 0.5, "intended {intended_p99}");
     assert!(r.schedule_lag_p99.unwrap() > 0.5);
+    misses
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn goodput_matches_the_truth_for_a_set_slo() {
     let _g = SERIAL.lock().await;
+    for attempt in 1..=ATTEMPTS {
+        let witness = PauseWitness::start();
+        let misses = goodput_attempt().await;
+        if judged(attempt, &misses, witness.finish()) {
+            return;
+        }
+    }
+    could_not_judge("goodput_matches_the_truth_for_a_set_slo");
+}
+
+/// One attempt of the goodput test (load-independent checks assert; see
+/// [`check_against_truth`]). Goodput is judged against the truth with the requests within
+/// [`TOL_S`] of a threshold allowed to differ; a request the client saw more than [`TOL_S`]
+/// late is a bound miss, so the count comparison holds whenever there is none.
+async fn goodput_attempt() -> Vec<Miss> {
     let s = overload_sim();
     let slo_ttft = 0.6;
     let slo_e2e = 1.0;
     let cfg = rate_cfg(Arrival::Poisson, None, "ttft_p90=600ms,e2e_p50=1s");
     let (r, outcomes) = row(&s, &cfg, 40.0, 2.0, 16).await;
-    let (pairs, _) = check_against_truth(&r, &outcomes, &s.truth());
+    let (pairs, _, misses) = check_against_truth(&r, &outcomes, &s.truth());
     let n = r.requests_scheduled as f64;
-    let good_truth = pairs
+    let good_of = |t: f64, e: f64| t <= slo_ttft && e <= slo_e2e;
+    let good_truth = pairs.iter().filter(|p| good_of(p.0, p.1)).count() as f64;
+    let good_measured = pairs.iter().filter(|p| good_of(p.2, p.3)).count() as f64;
+    // Requests whose [truth, measured] interval holds a threshold: the only ones whose verdict
+    // may differ from the truth's (a measured time is never below the truth). No tolerance,
+    // so no wall-clock bound: a late client only makes more of them.
+    let straddle = pairs
         .iter()
-        .filter(|(t, e)| *t <= slo_ttft && *e <= slo_e2e)
-        .count() as f64;
-    let near = pairs
-        .iter()
-        .filter(|(t, e)| (t - slo_ttft).abs() < TOL_S || (e - slo_e2e).abs() < TOL_S)
+        .filter(|p| (p.0 <= slo_ttft && p.2 > slo_ttft) || (p.1 <= slo_e2e && p.3 > slo_e2e))
         .count() as f64;
     let span = {
         let start = outcomes.iter().map(|o| o.intended_at).min().unwrap();
@@ -302,7 +402,7 @@ async fn goodput_matches_the_truth_for_a_set_slo() {
     };
     let good = r.slo_attainment.unwrap() * n;
     eprintln!(
-        "goodput {:?} req/s ({good:.0} good), truth {:.3} req/s ({good_truth} good, {near} near a threshold), attainment {:?}, slo met {:?}",
+        "goodput {:?} req/s ({good:.0} good), truth {:.3} req/s ({good_truth} good, {straddle} straddling a threshold), attainment {:?}, slo met {:?}",
         r.goodput,
         good_truth / span,
         r.slo_attainment,
@@ -312,22 +412,34 @@ async fn goodput_matches_the_truth_for_a_set_slo() {
         good_truth > 0.0 && good_truth < n,
         "the SLO must split the row"
     );
+    assert_eq!(good, good_measured, "good requests of the row's own values");
     assert!(
-        (good - good_truth).abs() <= near,
-        "good {good} vs truth {good_truth}"
+        good <= good_truth && good_truth - good <= straddle,
+        "good {good} vs truth {good_truth} ({straddle} straddle a threshold)"
     );
     assert!((r.goodput.unwrap() - good / span).abs() < 1e-9);
-    assert!((r.goodput.unwrap() - good_truth / span).abs() <= near / span + 1e-9);
-    // The row's percentile verdicts agree with the truth's percentiles.
+    // The row's percentile verdicts agree with the truth's percentiles, when the truth's are
+    // clear of the thresholds by more than the client's worst excess of this attempt.
     let tt: Vec<f64> = pairs.iter().map(|p| p.0).collect();
     let te: Vec<f64> = pairs.iter().map(|p| p.1).collect();
+    let excess = pairs
+        .iter()
+        .map(|p| (p.2 - p.0).max(p.3 - p.1))
+        .fold(0.0f64, f64::max);
     let want = pct(&tt, 90.0) <= slo_ttft && pct(&te, 50.0) <= slo_e2e;
     let margin = (pct(&tt, 90.0) - slo_ttft)
         .abs()
         .min((pct(&te, 50.0) - slo_e2e).abs());
-    if margin > TOL_S {
-        assert_eq!(r.slo_met, Some(want));
+    if margin > excess {
+        assert_eq!(
+            r.slo_met,
+            Some(want),
+            "margin {margin} s, worst excess {excess} s"
+        );
+    } else {
+        eprintln!("slo_met not compared: the truth's percentile is {margin} s from a threshold, the worst excess {excess} s");
     }
+    misses
 }
 
 fn run_config(sim: &Sim, open_loop: RateConfig, contexts: Vec<u64>) -> servebench_core::RunConfig {
@@ -542,35 +654,57 @@ async fn an_interrupted_run_lists_the_unreached_rates() {
 async fn poisson_arrivals_at_the_simulator_pass_a_ks_test() {
     use servebench_core::rate::arrival::{ks_critical_001, ks_statistic};
     let _g = SERIAL.lock().await;
-    let s = sim(SimConfig::default());
     let rate = 20.0;
-    let (r, outcomes) = row(&s, &rate_cfg(Arrival::Poisson, None, ""), rate, 10.0, 4).await;
-    assert_eq!(
-        r.requests_completed, r.requests_scheduled,
-        "{:?}",
-        r.status_reason
-    );
-    let truth = s.truth();
-    let mut received: Vec<Instant> = outcomes
-        .iter()
-        .map(|o| truth_of(&truth, o).received_at)
-        .collect();
-    received.sort();
-    let gaps: Vec<f64> = received.windows(2).map(|w| secs(w[0], w[1])).collect();
-    let d = ks_statistic(&gaps, |x| {
+    let exp_cdf = |x: f64| {
         if x <= 0.0 {
             0.0
         } else {
             1.0 - (-rate * x).exp()
         }
-    });
-    let crit = ks_critical_001(gaps.len());
-    eprintln!(
-        "KS at the simulator: n = {}, D = {d:.4}, critical {crit:.4}",
-        gaps.len()
-    );
-    assert!(d < crit, "D = {d:.4} ≥ {crit:.4}");
+    };
+    // The receive times are the simulator's wall clock: a machine that stands still bunches
+    // them. An attempt that fails the KS test is run again only when the witness saw a pause
+    // of at least half the mean gap (50 ms); on a quiet machine a failure fails at once.
+    let mean_gap = Duration::from_secs_f64(1.0 / rate);
+    let mut judged_once = false;
+    for attempt in 1..=ATTEMPTS {
+        let s = sim(SimConfig::default());
+        let witness = PauseWitness::start();
+        let (r, outcomes) = row(&s, &rate_cfg(Arrival::Poisson, None, ""), rate, 10.0, 4).await;
+        let pause = witness.finish();
+        assert_eq!(
+            r.requests_completed, r.requests_scheduled,
+            "{:?}",
+            r.status_reason
+        );
+        let truth = s.truth();
+        let mut received: Vec<Instant> = outcomes
+            .iter()
+            .map(|o| truth_of(&truth, o).received_at)
+            .collect();
+        received.sort();
+        let gaps: Vec<f64> = received.windows(2).map(|w| secs(w[0], w[1])).collect();
+        let d = ks_statistic(&gaps, exp_cdf);
+        let crit = ks_critical_001(gaps.len());
+        eprintln!(
+            "attempt {attempt}: KS at the simulator: n = {}, D = {d:.4}, critical {crit:.4}, machine pause {pause:?}",
+            gaps.len()
+        );
+        if d < crit {
+            judged_once = true;
+            break;
+        }
+        assert!(
+            PauseWitness::explains(pause, mean_gap),
+            "D = {d:.4} ≥ {crit:.4} with the machine quiet (longest pause {pause:?})"
+        );
+        eprintln!("attempt {attempt}: not judged (the machine paused {pause:?}), retrying");
+    }
+    if !judged_once {
+        could_not_judge("poisson_arrivals_at_the_simulator_pass_a_ks_test");
+    }
     // The same test rejects constant arrivals at that rate (the test can fail).
+    let s = sim(SimConfig::default());
     let (_, outcomes) = row(&s, &rate_cfg(Arrival::Constant, None, ""), rate, 3.0, 4).await;
     let truth = s.truth();
     let mut received: Vec<Instant> = outcomes

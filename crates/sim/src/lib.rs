@@ -120,6 +120,7 @@ mod engine;
 mod format;
 mod http;
 mod metrics;
+pub mod noise;
 mod personality;
 mod prefix_cache;
 mod stats;

@@ -121,8 +121,47 @@ async fn closed_loop_keeps_c_streams_until_stopped() {
     s.shutdown();
 }
 
+/// The open loop sends on schedule: intended times follow the schedule exactly, and the send
+/// lag (a wall-clock bound: median < 5 ms, worst < 50 ms) is judged against the machine's own
+/// pauses ([`servebench_sim::noise::PauseWitness`]): a miss is retried only when the witness saw
+/// a pause of at least half the missed bound; when every attempt was disturbed the test says
+/// it could not judge.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn open_loop_sends_on_schedule() {
+    use servebench_sim::noise::PauseWitness;
+    const ATTEMPTS: usize = 4;
+    for attempt in 1..=ATTEMPTS {
+        let witness = PauseWitness::start();
+        let (p50, max) = open_loop_schedule_attempt().await;
+        let pause = witness.finish();
+        let (p50_bound, max_bound) = (Duration::from_millis(5), Duration::from_millis(50));
+        let missed = [(p50, p50_bound), (max, max_bound)]
+            .into_iter()
+            .filter(|(v, b)| v >= b)
+            .map(|(_, b)| b)
+            .max();
+        let Some(bound) = missed else {
+            eprintln!("attempt {attempt}: lag p50 {p50:?}, max {max:?} (machine pause {pause:?})");
+            return;
+        };
+        assert!(
+            PauseWitness::explains(pause, bound),
+            "attempt {attempt}: send lag p50 {p50:?} (< 5 ms), max {max:?} (< 50 ms) with the \
+             machine quiet (longest pause {pause:?})"
+        );
+        eprintln!(
+            "attempt {attempt}: lag p50 {p50:?}, max {max:?} missed {bound:?}, machine paused \
+             {pause:?}: not judged, retrying"
+        );
+    }
+    eprintln!(
+        "CANNOT JUDGE open_loop_sends_on_schedule: the machine paused on all {ATTEMPTS} attempts"
+    );
+}
+
+/// One run of 40 requests at 100 req/s: its exact checks assert; returns the send lag's median
+/// and maximum.
+async fn open_loop_schedule_attempt() -> (Duration, Duration) {
     let s = sim(SimConfig {
         decode_base_ms: 2.0,
         ..Default::default()
@@ -145,11 +184,12 @@ async fn open_loop_sends_on_schedule() {
     .await;
     assert_eq!(r.outcomes.len(), 40);
     assert_eq!((r.waited, r.not_sent), (0, 0));
-    let mut lags: Vec<f64> = r.outcomes.iter().map(|o| o.schedule_lag_s()).collect();
-    lags.sort_by(f64::total_cmp);
-    // a loaded 2-core test machine: the median send is within 5 ms of its time, the worst 50 ms
-    assert!(lags[lags.len() / 2] < 0.005, "{lags:?}");
-    assert!(lags[lags.len() - 1] < 0.05, "{lags:?}");
+    let mut lags: Vec<Duration> = r
+        .outcomes
+        .iter()
+        .map(|o| o.sent_at.duration_since(o.intended_at))
+        .collect();
+    lags.sort();
     // intended times follow the schedule exactly
     let mut by_index: Vec<&RequestOutcome> = r.outcomes.iter().collect();
     by_index.sort_by_key(|o| o.index);
@@ -161,6 +201,7 @@ async fn open_loop_sends_on_schedule() {
         assert!(o.sent_at >= o.intended_at);
     }
     s.shutdown();
+    (lags[lags.len() / 2], lags[lags.len() - 1])
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

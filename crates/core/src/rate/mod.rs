@@ -670,4 +670,118 @@ mod tests {
             Some("5 of 10 arrivals did not complete (0 failed, 5 cut, 0 not sent: 50.0 %, over 1 %): the latency summaries cover only the 5 completed requests and do not describe the server at this rate; the row's deadline passed")
         );
     }
+
+    /// Issue 18: the open-loop arithmetic on hand-built records with known answers.
+    ///
+    /// Five arrivals scheduled 1 s apart (0..4 s); four were sent, 0, 0.1, 0.2 and 0.5 s late;
+    /// the fifth never went out. Each sent request's first token comes 0.2 s after it was
+    /// sent, three tokens 0.1 s apart, and its stream ends 0.3 s after the last token.
+    #[test]
+    fn open_loop_arithmetic_on_hand_built_records() {
+        use servebench_client::h1::ReadDelay;
+        use servebench_client::stream::StreamOutcome;
+        use servebench_sse::{decode, RequestTracker};
+        const TOK: &str =
+            r#"{"choices":[{"index":0,"delta":{"content":"a"},"finish_reason":null}]}"#;
+        const FIN: &str = r#"{"choices":[{"index":0,"delta":{},"finish_reason":"stop"}]}"#;
+        let t0 = Instant::now();
+        let at = |ms: u64| t0 + Duration::from_millis(ms);
+        let offsets: Vec<Duration> = (0..5).map(Duration::from_secs).collect();
+        let lags_ms = [0u64, 100, 200, 500];
+        let outcomes: Vec<RequestOutcome> = lags_ms
+            .iter()
+            .enumerate()
+            .map(|(k, lag)| {
+                let intended = k as u64 * 1000;
+                let sent = intended + lag;
+                let mut t = RequestTracker::new(at(sent));
+                for i in 0..3 {
+                    t.apply(&decode(TOK), at(sent + 200 + 100 * i));
+                }
+                t.apply(&decode(FIN), at(sent + 400));
+                t.apply(&decode("[DONE]"), at(sent + 700));
+                let record = t.finish(at(sent + 700), true, false);
+                assert!(record.completed);
+                RequestOutcome {
+                    index: k as u64,
+                    intended_at: at(intended),
+                    sent_at: at(sent),
+                    waited: false,
+                    stream: StreamOutcome {
+                        record,
+                        window_tokens: 0,
+                        window_token_events: 0,
+                        text: None,
+                        read_delay: ReadDelay::default(),
+                        facts: Default::default(),
+                    },
+                }
+            })
+            .collect();
+        let slo = Slo {
+            metric: servebench_results::SloMetric::Ttft,
+            percentile: 50.0,
+            threshold_s: 0.4,
+        };
+        let mut row = RateRow::default();
+        fold_row(&mut row, &offsets, &outcomes, &[slo]);
+        let close = |got: Option<f64>, want: f64, what: &str| {
+            let g = got.unwrap_or_else(|| panic!("{what}: none"));
+            assert!((g - want).abs() < 1e-9, "{what}: {g} != {want}");
+        };
+        assert_eq!(
+            (
+                row.requests_scheduled,
+                row.requests_sent,
+                row.requests_not_sent
+            ),
+            (5, 4, 1)
+        );
+        assert_eq!(
+            (
+                row.requests_completed,
+                row.requests_failed,
+                row.requests_cut
+            ),
+            (4, 0, 0)
+        );
+        // (n − 1) / span of the schedule: 4 gaps over 4 s (n / span would be 1.25).
+        close(row.schedule_rate, 1.0, "schedule_rate");
+        // From the actual send times: 3 gaps from 0 s to 3.5 s (the intended times give 1.0).
+        close(row.achieved_rate, 3.0 / 3.5, "achieved_rate");
+        close(row.shortfall, 1.0 - 3.0 / 3.5, "shortfall");
+        // TPOT to the stream's end: (0.7 − 0.2) / 2 (to the last token it would be 0.1).
+        close(row.tpot.map(|s| s.p50), 0.25, "tpot p50");
+        close(row.tpot.map(|s| s.max), 0.25, "tpot max");
+        close(row.itl.map(|s| s.avg), 0.1, "itl");
+        close(row.ttft.map(|s| s.max), 0.2, "ttft from the send");
+        close(
+            row.ttft_from_intended.map(|s| s.max),
+            0.7,
+            "ttft from intended",
+        );
+        close(
+            row.ttft_from_intended.map(|s| s.avg),
+            (0.2 + 0.3 + 0.4 + 0.7) / 4.0,
+            "ttft_from_intended avg",
+        );
+        close(row.e2e.map(|s| s.max), 0.4, "e2e to the last token");
+        close(
+            row.e2e_from_intended.map(|s| s.max),
+            0.9,
+            "e2e from intended",
+        );
+        close(row.schedule_lag_max, 0.5, "schedule lag max");
+        // Span: first intended send (0 s) to the last stream end (3.5 + 0.7 = 4.2 s).
+        assert_eq!(row.output_tokens, 12);
+        close(row.completed_rate, 4.0 / 4.2, "completed_rate");
+        close(row.output_tps, 12.0 / 4.2, "output_tps");
+        // TTFT from intended ≤ 0.4 s: 0.2, 0.3 and 0.4 (at the threshold) are good, 0.7 is not.
+        close(row.goodput, 3.0 / 4.2, "goodput");
+        close(row.slo_attainment, 3.0 / 5.0, "slo_attainment");
+        // p50 over 5 scheduled arrivals (the unsent one is +∞): 0.2, 0.3, 0.4, 0.7, ∞ → 0.4.
+        assert_eq!(row.slo.len(), 1);
+        close(row.slo[0].measured, 0.4, "slo p50");
+        assert_eq!(row.slo_met, Some(true), "p50 = threshold is met (≤)");
+    }
 }
