@@ -10,6 +10,7 @@ pub mod cache;
 pub mod cell;
 pub(crate) mod error;
 pub mod events;
+pub mod export;
 pub mod host;
 pub mod load;
 pub mod measure;
