@@ -11,6 +11,7 @@ pub mod cell;
 pub(crate) mod error;
 pub mod events;
 pub mod export;
+pub mod gaps;
 pub mod host;
 pub mod load;
 pub mod measure;

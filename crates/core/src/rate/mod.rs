@@ -552,6 +552,12 @@ pub fn fold_row(
             .last_token_at
             .map(|t| secs(o.intended_at, t))
     });
+    // Gaps of every sent request (a cut one's stall is part of what the row measured).
+    let gaps = crate::gaps::GapStats::of(outcomes.iter().map(|o| &o.stream.record));
+    row.itl_gaps = gaps.as_ref().and_then(crate::gaps::GapStats::summary);
+    row.peak_output_tps_1s = gaps
+        .as_ref()
+        .and_then(crate::gaps::GapStats::peak_output_tps_1s);
     row.output_tokens = outcomes.iter().map(|o| o.stream.record.output_tokens).sum();
     let start = outcomes.iter().map(|o| o.intended_at).min();
     let end = outcomes.iter().map(|o| o.stream.record.end_at).max();
