@@ -62,7 +62,7 @@ impl GapStats {
             }
         }
         let peak = buckets.iter().copied().max().unwrap_or(0);
-        (hist.len() > 0 || peak > 0).then_some(GapStats {
+        (!hist.is_empty() || peak > 0).then_some(GapStats {
             hist,
             peak_tokens_1s: peak,
         })
