@@ -370,6 +370,11 @@ pub struct RunArgs {
     /// Also write the report as Markdown tables.
     #[arg(long, value_name = "FILE")]
     pub export_md: Option<PathBuf>,
+    /// Also write one JSON line per measured request (cell / row keys, send times, every token
+    /// event's arrival and tokens, usage, finish reason, error kind), as each request ends
+    /// (format in docs/exports.md). Scouts and warmups are not exported.
+    #[arg(long, value_name = "FILE.jsonl")]
+    pub export_requests: Option<PathBuf>,
     /// Also write a self-contained HTML report with plots (readable offline).
     #[arg(long, value_name = "FILE")]
     pub export_html: Option<PathBuf>,
@@ -587,6 +592,7 @@ impl RunArgs {
             args_snapshot,
             policy,
             open_loop,
+            export: None,
         };
         Ok((cfg, sim))
     }

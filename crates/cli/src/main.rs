@@ -6,6 +6,7 @@
 
 mod args;
 mod checkpoint;
+mod export_requests;
 mod fault_args;
 mod live;
 mod publish;
@@ -127,8 +128,19 @@ async fn cmd_run(a: RunArgs) -> anyhow::Result<ExitCode> {
     for (_, p, flag) in &exports {
         args::check_output_path(p, flag)?;
     }
+    if let Some(p) = &a.export_requests {
+        args::check_output_path(p, "--export-requests")?;
+    }
     // Keep the embedded simulator alive for the whole run.
     let (mut cfg, sim) = a.to_config()?;
+    let row_writer = match &a.export_requests {
+        Some(p) => {
+            let (tx, w) = export_requests::start(p)?;
+            cfg.export = Some(tx);
+            Some(w)
+        }
+        None => None,
+    };
     let resume = match (&resumed, &a.resume) {
         (Some(file), Some(path)) => Some(resume_from(file, path, &mut cfg, sim.is_some())?),
         _ => None,
@@ -169,6 +181,10 @@ async fn cmd_run(a: RunArgs) -> anyhow::Result<ExitCode> {
     let _ = checkpoints.await;
     view.finish().await;
     drop(sim);
+    // The run's config (every export sender) is gone: the writer ends at the last row.
+    if let Some(w) = row_writer {
+        w.finish()?;
+    }
     let results = results.map_err(run_error)?;
     finish_run(&results, &output, &exports, percentiles)
 }

@@ -200,6 +200,7 @@ pub async fn run(a: SelftestArgs) -> anyhow::Result<()> {
         total: 1,
         warmup: false,
         cold_run_id: None,
+        export: None,
     };
     let rss_start = resident_bytes();
     let stop = CancellationToken::new();

@@ -106,6 +106,8 @@ pub struct StreamFacts {
     /// [`STALL_FLOOR`]: (previous token arrival, next token arrival). A request still silent
     /// when it ended (cut at the window end) adds (last token arrival, end).
     pub long_gaps: Vec<(Instant, Instant)>,
+    /// Arrival of the response body's first bytes (after the HTTP head), when any came.
+    pub first_byte_at: Option<Instant>,
 }
 
 /// Text of a response, captured for task scoring.
@@ -167,6 +169,7 @@ struct Accounting<'h, 'a> {
     long_gaps: Vec<(Instant, Instant)>,
     sse_events: u64,
     first_bytes: Vec<u8>,
+    first_byte_at: Option<Instant>,
     json_content_type: bool,
 }
 
@@ -228,6 +231,7 @@ impl<'h, 'a> Accounting<'h, 'a> {
             long_gaps: Vec::new(),
             sse_events: 0,
             first_bytes: Vec::new(),
+            first_byte_at: None,
             json_content_type,
         }
     }
@@ -344,6 +348,9 @@ impl<'h, 'a> Accounting<'h, 'a> {
     }
 
     fn push(&mut self, bytes: &[u8], at: Instant) {
+        if self.first_byte_at.is_none() && !bytes.is_empty() {
+            self.first_byte_at = Some(at);
+        }
         if self.first_bytes.len() < 64 {
             let n = (64 - self.first_bytes.len()).min(bytes.len());
             self.first_bytes.extend_from_slice(&bytes[..n]);
@@ -449,6 +456,7 @@ impl<'h, 'a> Accounting<'h, 'a> {
                 kind,
                 usage_jump: self.usage_jump,
                 long_gaps: self.long_gaps,
+                first_byte_at: self.first_byte_at,
                 ..Default::default()
             },
         }

@@ -147,6 +147,9 @@ pub struct RequestStats {
     pub reasoning_clamped: u64,
     /// The exported sample of every generated request, in record order.
     pub samples: Vec<RequestSample>,
+    /// Every per-token gap of the generated requests and their peak 1 s output
+    /// ([`crate::gaps`]).
+    pub gaps: Option<crate::gaps::GapStats>,
 }
 
 impl RequestStats {
@@ -201,6 +204,7 @@ impl RequestStats {
                 .iter()
                 .map(|r| sample_of(r, window_start))
                 .collect(),
+            gaps: crate::gaps::GapStats::of(generated.iter().copied()),
         }
     }
 

@@ -56,6 +56,8 @@ pub struct BurstJob {
     pub index: usize,
     /// Cells in the plan.
     pub total: usize,
+    /// Where the rows of the measured requests go (`--export-requests`), when exported.
+    pub export: Option<crate::export::ExportSink>,
 }
 
 /// Result of a burst cell and its scout.
@@ -257,7 +259,8 @@ async fn measure(
     ));
     let start = Instant::now();
     let cold = job.cold_run_id.as_deref().map(|id| (id, job.warmup_count));
-    let spec = batch_spec(path, &job.body, cold, job.request_count, c);
+    let mut spec = batch_spec(path, &job.body, cold, job.request_count, c);
+    spec.export = job.export.clone();
     let mut load = Load::start(client, spec, run_cancel);
     let mut tick = tokio::time::interval(Duration::from_millis(250));
     let mut outcomes = Vec::with_capacity(job.request_count as usize);

@@ -128,6 +128,8 @@ pub struct CellJob {
     /// Cold prompts (`--prompt-cache cold`): the run id whose nonce each request replaces with
     /// its own ([`crate::cache::cold_body`]); `None` = every request sends `decode_body`.
     pub cold_run_id: Option<String>,
+    /// Where the rows of the cell's requests go (`--export-requests`), when exported.
+    pub export: Option<crate::export::ExportSink>,
 }
 
 /// Result of a cell plus the scout's record (the integrated prefill sample).
@@ -348,6 +350,7 @@ pub async fn run_sustained_cell(
         decode_bodies(&job),
     );
     spec.window = Some(clock.clone());
+    spec.export = job.export.clone();
     let mut load = Load::start(client, spec, run_cancel);
     let sampler_stop = run_cancel.child_token();
     let sampler = telemetry.map(|t| Sampler::spawn(t.clone(), SAMPLE_EVERY, sampler_stop.clone()));

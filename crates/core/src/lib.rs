@@ -10,6 +10,8 @@ pub mod cache;
 pub mod cell;
 pub(crate) mod error;
 pub mod events;
+pub mod export;
+pub mod gaps;
 pub mod host;
 pub mod load;
 pub mod measure;

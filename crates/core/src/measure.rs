@@ -368,6 +368,11 @@ pub(crate) fn write_request_stats(cell: &mut CellResult, s: &RequestStats) {
         cell.chunk_inter_token_latency_p90,
         cell.chunk_inter_token_latency_p99,
     ) = four(&s.chunk_itl);
+    cell.itl_gaps = s.gaps.as_ref().and_then(crate::gaps::GapStats::summary);
+    cell.peak_output_tps_1s = s
+        .gaps
+        .as_ref()
+        .and_then(crate::gaps::GapStats::peak_output_tps_1s);
     cell.input_seq_len_avg = s.input_len.as_ref().map(Summary::avg);
     (
         cell.output_seq_len_avg,

@@ -179,6 +179,9 @@ pub struct RunConfig {
     /// `--request-rate` / `--rate-search`: open-loop rows ([`crate::rate`]) instead of the
     /// concurrency matrix; `None` = the matrix.
     pub open_loop: Option<crate::rate::RateConfig>,
+    /// `--export-requests`: every measured request's row goes here ([`crate::export`]);
+    /// `None` = no export.
+    pub export: Option<crate::export::RequestExport>,
 }
 
 /// A run that could not start.
@@ -1054,6 +1057,7 @@ impl Ctx<'_> {
             total: self.plan.cells.len(),
             warmup: true,
             cold_run_id: None,
+            export: None,
         };
         let cell_cancel = events.skip_control().begin(self.cancel);
         let out = run_sustained_cell(
@@ -1228,6 +1232,18 @@ impl Ctx<'_> {
         let cache = self.plan.cache(layer);
         let cold_run_id = (cache == PromptCache::Cold).then(|| self.run_id.clone());
         let cell_cancel = self.events.skip_control().begin(self.cancel);
+        let export = self.cfg.export.as_ref().map(|x| {
+            x.sink(crate::export::ExportKey {
+                layer: match (layer, self.plan.cell_mode(layer)) {
+                    (Layer::Burst, _) => "burst",
+                    (_, BenchmarkMode::Duration) => "sustained",
+                    _ => "request_count",
+                },
+                context_tokens: spec.context,
+                concurrency: Some(spec.concurrency),
+                request_rate: None,
+            })
+        });
         let mut r = if self.plan.cell_mode(layer) == BenchmarkMode::Duration {
             let job = CellJob {
                 spec,
@@ -1238,6 +1254,7 @@ impl Ctx<'_> {
                 total: self.plan.cells.len(),
                 warmup: false,
                 cold_run_id,
+                export,
             };
             let out = run_sustained_cell(
                 &self.client,
@@ -1263,6 +1280,7 @@ impl Ctx<'_> {
                 cold_run_id,
                 index,
                 total: self.plan.cells.len(),
+                export,
             };
             let out = run_burst_cell(
                 &self.client,

@@ -62,6 +62,7 @@ fn config(sim: &Sim) -> RunConfig {
         args_snapshot: serde_json::Value::Null,
         policy: Default::default(),
         open_loop: None,
+        export: None,
     }
 }
 

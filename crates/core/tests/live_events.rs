@@ -43,6 +43,7 @@ fn config(sim: &Sim, concurrency: Vec<u64>, duration: Duration) -> RunConfig {
         args_snapshot: serde_json::Value::Null,
         policy: Default::default(),
         open_loop: None,
+        export: None,
     }
 }
 

@@ -106,6 +106,7 @@ async fn row(
         events: &events,
         cancel: &cancel,
         kept: vec![],
+        export: None,
     };
     measure_row(cfg, &job, 0, &body, rate, None).await
 }
@@ -473,6 +474,7 @@ fn run_config(sim: &Sim, open_loop: RateConfig, contexts: Vec<u64>) -> servebenc
         args_snapshot: serde_json::Value::Null,
         policy: Default::default(),
         open_loop: Some(open_loop),
+        export: None,
     }
 }
 

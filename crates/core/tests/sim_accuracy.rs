@@ -82,6 +82,7 @@ async fn cell(
         total: 1,
         warmup: false,
         cold_run_id: None,
+        export: None,
     };
     let events = Arc::new(EventSink::new(None));
     run_sustained_cell(

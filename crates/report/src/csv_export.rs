@@ -489,6 +489,50 @@ const RATE_COLUMNS: &[(&str, &str, Getter)] = &[
     ),
 ];
 
+/// The per-gap ITL summary of a cell or rate row.
+fn gaps<'a>(r: &'a Row<'_>) -> Option<&'a servebench_results::ItlGaps> {
+    match r {
+        Row::Cell(_, c) => c.itl_gaps.as_ref(),
+        Row::Rate(x) => x.itl_gaps.as_ref(),
+        _ => None,
+    }
+}
+
+macro_rules! gapf {
+    ($f:ident) => {
+        |r: &Row<'_>| gaps(r).map(|g| g.$f.field()).unwrap_or_default()
+    };
+}
+
+/// Columns appended last (after [`RATE_COLUMNS`] when those are there) only when a cell or
+/// rate row has a per-gap ITL distribution (files written before it keep their columns).
+const GAP_COLUMNS: &[(&str, &str, Getter)] = &[
+    (
+        "itl_gap_p50_s",
+        "per-gap ITL p50 (every per-token gap, chunk-aware), s",
+        gapf!(p50),
+    ),
+    ("itl_gap_p90_s", "per-gap ITL p90, s", gapf!(p90)),
+    ("itl_gap_p99_s", "per-gap ITL p99, s", gapf!(p99)),
+    ("itl_gap_p99_9_s", "per-gap ITL p99.9, s", gapf!(p99_9)),
+    ("itl_gap_max_s", "longest per-token gap, s", gapf!(max)),
+    ("itl_gap_count", "per-token gaps counted", gapf!(gaps)),
+    (
+        "peak_output_tps_1s",
+        "peak output tok/s over 1 s buckets of token arrivals",
+        |r| match r {
+            Row::Cell(_, c) => opt(c.peak_output_tps_1s),
+            Row::Rate(x) => opt(x.peak_output_tps_1s),
+            _ => String::new(),
+        },
+    ),
+];
+
+/// The columns appended for files with per-gap ITL, as (name, meaning).
+pub fn gap_columns() -> Vec<(&'static str, &'static str)> {
+    GAP_COLUMNS.iter().map(|(n, m, _)| (*n, *m)).collect()
+}
+
 /// The columns appended for files with open-loop rows, as (name, meaning).
 pub fn rate_columns() -> Vec<(&'static str, &'static str)> {
     RATE_COLUMNS.iter().map(|(n, m, _)| (*n, *m)).collect()
@@ -518,11 +562,14 @@ pub fn render_csv(r: &Results) -> anyhow::Result<String> {
     for x in &r.rate_results {
         rows.push(Row::Rate(x));
     }
-    let cols: Vec<&(&str, &str, Getter)> = if r.rate_results.is_empty() {
+    let mut cols: Vec<&(&str, &str, Getter)> = if r.rate_results.is_empty() {
         COLUMNS.iter().collect()
     } else {
         COLUMNS.iter().chain(RATE_COLUMNS).collect()
     };
+    if rows.iter().any(|row| gaps(row).is_some()) {
+        cols.extend(GAP_COLUMNS);
+    }
     let mut w = csv::Writer::from_writer(Vec::new());
     w.write_record(cols.iter().map(|(n, _, _)| *n))?;
     for row in &rows {

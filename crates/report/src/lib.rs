@@ -283,6 +283,44 @@ fn header(out: &mut String, r: &Results) {
     let _ = writeln!(out, "{}", facts.join(" · "));
 }
 
+/// The per-gap ITL matrix (every per-token gap of a cell, not per-request means): p99 in ms,
+/// then p99.9 / max and the peak 1 s output rate. Nothing when no ok cell has gaps.
+fn gap_matrix(out: &mut String, cells: &[CellResult], show: bool) {
+    if !cells
+        .iter()
+        .any(|c| c.status == CellStatus::Ok && c.itl_gaps.is_some())
+    {
+        return;
+    }
+    let _ = writeln!(
+        out,
+        "Per-gap ITL p99 in ms (every token gap, chunk-aware; lines below: p99.9 / max in ms, peak tok/s over 1 s)"
+    );
+    let ok = |c: &CellResult| c.status == CellStatus::Ok && (show || !c.capacity_limited);
+    let tail = |c: &CellResult| match (&c.itl_gaps, ok(c)) {
+        (Some(g), true) => format!("{}/{}", fmt_ms(Some(g.p99_9)), fmt_ms(Some(g.max))),
+        _ => String::new(),
+    };
+    let peak = |c: &CellResult| match ok(c) {
+        true => fmt_tps(c.peak_output_tps_1s),
+        false => String::new(),
+    };
+    matrix(
+        out,
+        cells,
+        &|c| match (&c.itl_gaps, ok(c)) {
+            (Some(g), true) => fmt_ms(Some(g.p99)),
+            (None, true) => "-".to_string(),
+            _ => cell_text(c, show),
+        },
+        &[
+            ("p99.9/max".to_string(), &tail),
+            ("peak tok/s".to_string(), &peak),
+        ],
+    );
+    out.push('\n');
+}
+
 /// The final plain-text report.
 pub fn render_text(r: &Results, opts: &ReportOptions) -> String {
     let m = &r.metadata;
@@ -361,6 +399,7 @@ pub fn render_text(r: &Results, opts: &ReportOptions) -> String {
             &[],
         );
         out.push('\n');
+        gap_matrix(&mut out, &r.results, show);
         // Server-side validation from the engine's own /metrics over the same windows.
         if r.results
             .iter()

@@ -620,6 +620,51 @@ pub struct CellResult {
     /// How the cell's prompts were built: `cold` (a unique prefix per request) or `shared` (one
     /// prompt for every request). Null in results written before this field.
     pub prompt_cache: Option<PromptCache>,
+    /// Distribution of every per-token gap of the cell's generated requests (not of their
+    /// per-request means: a 300 ms pause in one stream shows here); null without gaps and in
+    /// results written before this field.
+    pub itl_gaps: Option<ItlGaps>,
+    /// Peak output rate over 1 s buckets of token arrivals, tok/s: the most tokens whose timed
+    /// event arrived in one second (buckets from the first request's send) of the cell's
+    /// requests. Null without timed tokens.
+    pub peak_output_tps_1s: Option<f64>,
+}
+
+/// Distribution of per-token inter-token gaps (issue 19), chunk-aware like the per-token ITL:
+/// each timed event after a request's first carrying `k` tokens after a gap `g` counts as `k`
+/// gaps of `g / k`. From an HDR histogram (3 significant digits: every value is within 0.1 %
+/// of its bucket, and a percentile is the highest value of its bucket; `hdrhistogram` crate), so
+/// its memory does not grow with the number of requests and two cells' histograms merge.
+#[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
+#[serde(default)]
+pub struct ItlGaps {
+    /// Per-token gaps counted.
+    pub gaps: u64,
+    /// Mean gap, s.
+    pub mean: f64,
+    /// Median gap, s.
+    pub p50: f64,
+    /// 90th percentile, s.
+    pub p90: f64,
+    /// 99th percentile, s.
+    pub p99: f64,
+    /// 99.9th percentile, s.
+    pub p99_9: f64,
+    /// Longest gap, s.
+    pub max: f64,
+    /// Non-empty log-spaced buckets (doubling from 1 µs): gaps up to `le_s` and above the
+    /// previous bucket's `le_s`.
+    pub histogram: Vec<GapBucket>,
+}
+
+/// One bucket of [`ItlGaps::histogram`].
+#[derive(Clone, Copy, Debug, Default, PartialEq, Serialize, Deserialize)]
+#[serde(default)]
+pub struct GapBucket {
+    /// Upper edge of the bucket, s.
+    pub le_s: f64,
+    /// Gaps in the bucket.
+    pub count: u64,
 }
 
 /// When the window's edge scrapes were sent and answered, s relative to the window's opening

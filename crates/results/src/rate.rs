@@ -166,6 +166,11 @@ pub struct RateRow {
     pub e2e: Option<RateSummary>,
     /// End-to-end latency from the intended send time (`last token − intended_at`), s.
     pub e2e_from_intended: Option<RateSummary>,
+    /// Distribution of every per-token gap of the row's requests (see [`crate::ItlGaps`]).
+    pub itl_gaps: Option<crate::ItlGaps>,
+    /// Peak output rate over 1 s buckets of token arrivals, tok/s (see
+    /// [`crate::CellResult::peak_output_tps_1s`]).
+    pub peak_output_tps_1s: Option<f64>,
     /// Output tokens of all sent requests.
     pub output_tokens: u64,
     /// Output tokens / (last end − first intended send), tok/s.

@@ -59,6 +59,26 @@ fn full_row() -> RateRow {
         tpot: summary(0.011),
         e2e: summary(1.0),
         e2e_from_intended: summary(1.01),
+        itl_gaps: Some(servebench_results::ItlGaps {
+            gaps: 4700,
+            mean: 0.0102,
+            p50: 0.010,
+            p90: 0.0105,
+            p99: 0.012,
+            p99_9: 0.25,
+            max: 0.301,
+            histogram: vec![
+                servebench_results::GapBucket {
+                    le_s: 0.016384,
+                    count: 4699,
+                },
+                servebench_results::GapBucket {
+                    le_s: 0.524288,
+                    count: 1,
+                },
+            ],
+        }),
+        peak_output_tps_1s: Some(812.0),
         output_tokens: 4800,
         output_tps: Some(900.0),
         slo: vec![SloCheck {

@@ -106,11 +106,19 @@ pub struct SimConfig {
     #[arg(long, default_value_t = 0)]
     pub reasoning_tokens: u64,
 
-    /// Send a role-only first chunk (`{"role":"assistant","content":""}`) on chat streams at
-    /// admission time, as vLLM does. Default on; `--no-role-chunk` turns it off.
+    /// Send a role-only first chunk (`{"role":"assistant","content":""}`) on chat streams, as
+    /// vLLM does: together with (just before) the first token, as vLLM 0.32's V1 scheduler
+    /// sends it, or at admission with [`early_role_chunk`](Self::early_role_chunk). Default
+    /// on; `--no-role-chunk` turns it off.
     #[arg(long = "no-role-chunk", action = clap::ArgAction::SetFalse,
           help = "Do not send the role-only first chunk vLLM sends on chat streams (sent by default)")]
     pub role_chunk: bool,
+
+    /// Send the vLLM role-only chunk at admission, one decode step or more before the first
+    /// token (the simulator's timing before issue 19; older vLLM front ends), instead of with
+    /// the first token. For tests of clients that must not time an early role chunk.
+    #[arg(long)]
+    pub early_role_chunk: bool,
 
     /// Honour `stream_options.continuous_usage_stats` (cumulative usage on every chunk). Default
     /// on; `--no-continuous-usage` emulates servers that only send the final usage chunk.
@@ -299,6 +307,7 @@ impl Default for SimConfig {
             tokens_per_chunk: 1,
             reasoning_tokens: 0,
             role_chunk: true,
+            early_role_chunk: false,
             continuous_usage: true,
             tokenize_endpoint: true,
             prefix_cache: true,

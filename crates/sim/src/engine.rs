@@ -519,6 +519,7 @@ impl Engine {
                     );
                 }
                 if cfg.role_chunk
+                    && cfg.early_role_chunk
                     && a.req.endpoint == Endpoint::Chat
                     && self.dialect == Dialect::Vllm
                 {
@@ -632,9 +633,15 @@ impl Engine {
             match (&mut a.req.sink, &a.frame) {
                 (Sink::Stream(tx), Some(frame)) => {
                     let llama = frame.dialect() == Dialect::Llamacpp;
-                    if llama && first && cfg.role_chunk && a.req.endpoint == Endpoint::Chat {
-                        // llama-server sends its role chunk together with the first token.
-                        let _ = tx.send((format::role_event(frame, None), 0));
+                    if first && cfg.role_chunk && a.req.endpoint == Endpoint::Chat {
+                        if llama {
+                            // llama-server sends its role chunk together with the first token.
+                            let _ = tx.send((format::role_event(frame, None), 0));
+                        } else if !cfg.early_role_chunk {
+                            // vLLM 0.32 (V1): the role chunk goes out with the first token.
+                            let usage = a.req.continuous_usage.then_some((a.req.prompt_tokens, 0));
+                            let _ = tx.send((format::role_event(frame, usage), 0));
+                        }
                     }
                     let ev = TokenEvent {
                         frame,

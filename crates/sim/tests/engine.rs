@@ -82,6 +82,7 @@ async fn ttft_is_prefill_plus_one_step() {
         decode_per_kctx_ms: 0.0,
         prefill_tps: 10_000.0,
         prefix_cache: false,
+        early_role_chunk: true,
         ..SimConfig::default()
     };
     let sim = sim(cfg);
@@ -101,7 +102,8 @@ async fn ttft_is_prefill_plus_one_step() {
         (ttft - expected).abs() < 25.0,
         "TTFT {ttft:.1} ms, expected {expected:.1} ms"
     );
-    // role chunk arrives at admission, well before the first token
+    // with --early-role-chunk the role chunk arrives at admission, well before the first token
+    assert!(ev[0].1["choices"][0]["delta"]["role"] == "assistant");
     assert!(ms(ev[0].0 - s.sent_at) < ttft - 100.0);
     let t = &sim.truth()[0];
     let admitted = t.admitted_at.expect("admitted");
@@ -384,4 +386,40 @@ fn spawn_thread_shutdown_closes_listener() {
         ..SimConfig::default()
     });
     assert!(bad.is_err());
+}
+
+/// vLLM 0.32 (V1 scheduler) sends the chat role-only chunk together with the first token, not
+/// at admission: by default the simulator does the same (issue 19), so a client that timed the
+/// role chunk would be caught here as it would be against vLLM.
+#[tokio::test]
+async fn the_role_chunk_goes_out_with_the_first_token() {
+    let _serial = SERIAL.lock().await;
+    let cfg = SimConfig {
+        decode_base_ms: 20.0,
+        decode_per_seq_ms: 0.0,
+        decode_per_kctx_ms: 0.0,
+        prefill_tps: 10_000.0,
+        prefix_cache: false,
+        ..SimConfig::default()
+    };
+    let sim = sim(cfg);
+    let content = words_prompt("role", 2000);
+    let body = chat_body(&content, 3, stream_opts(false));
+    let s = stream(sim.addr(), "/v1/chat/completions", &body).await;
+    let ev = s.json();
+    assert_eq!(
+        ev[0].1["choices"][0]["delta"]["role"], "assistant",
+        "{ev:?}"
+    );
+    let first = s.token_events()[0].0;
+    let ttft = ms(first - s.sent_at);
+    // prefill of ~2,000 tokens at 10k tok/s + one 20 ms step: ~220 ms; the role chunk comes
+    // with the token, not ~220 ms before it (an allowance of 20 ms for a busy machine).
+    assert!(ttft > 150.0, "TTFT {ttft:.1} ms");
+    assert!(ev[0].0 <= first, "the role chunk comes first");
+    let role_before = ms(first.saturating_duration_since(ev[0].0));
+    assert!(
+        (0.0..20.0).contains(&role_before),
+        "role chunk {role_before:.1} ms before the first token"
+    );
 }

@@ -73,6 +73,22 @@ pub struct RequestTracker {
     done: bool,
     error: Option<String>,
     response_id: Option<String>,
+    timed_events: Vec<TimedEvent>,
+}
+
+/// One timed event of a request (a token event, or an in-progress usage growth; see
+/// [`RequestTracker`]): when it arrived and how many tokens it added to the counted total.
+///
+/// The gaps between consecutive entries are the request's inter-token gaps, chunk-aware: an
+/// event that added `tokens = k` stands for `k` tokens that arrived together, so its gap counts
+/// as `k` per-token gaps of `gap / k` each (the per-token ITL of a chunk, issue 19).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct TimedEvent {
+    /// Arrival after the request's send time ([`RequestRecord::sent_at`]), ns.
+    pub after_sent_ns: u64,
+    /// Tokens the event added to the counted total (0 for a token event whose cumulative usage
+    /// did not grow, for example a repeated usage value), tokens.
+    pub tokens: u64,
 }
 
 impl RequestTracker {
@@ -105,6 +121,7 @@ impl RequestTracker {
             done: false,
             error: None,
             response_id: None,
+            timed_events: Vec::new(),
         }
     }
 
@@ -207,6 +224,10 @@ impl RequestTracker {
         let in_progress = c.has_choice && c.finish_reason.is_none() && !finished_before;
         let timed = c.token_event || (added > 0 && in_progress);
         if timed {
+            self.timed_events.push(TimedEvent {
+                after_sent_ns: at.saturating_duration_since(self.sent_at).as_nanos() as u64,
+                tokens: added,
+            });
             if self.first_token_at.is_none() {
                 self.first_token_at = Some(at);
             }
@@ -332,6 +353,7 @@ impl RequestTracker {
             cancelled,
             error,
             response_id: self.response_id,
+            timed_events: self.timed_events,
         }
     }
 }
@@ -412,6 +434,9 @@ pub struct RequestRecord {
     pub error: Option<String>,
     /// First non-empty response `id`.
     pub response_id: Option<String>,
+    /// Every timed event in arrival order (first = `first_token_at`, last = `last_token_at`),
+    /// with the tokens each added. Untimed tokens (`untimed_tokens`) are in none of them.
+    pub timed_events: Vec<TimedEvent>,
 }
 
 fn secs(from: Instant, to: Instant) -> f64 {
@@ -454,6 +479,23 @@ impl RequestRecord {
             return None;
         }
         Some(secs(first, last) / (self.output_tokens - 1) as f64)
+    }
+
+    /// Every per-token gap of the request, chunk-aware: for each timed event after the first,
+    /// `(gap to the previous timed event in ns / tokens, tokens)`; an event that added no token
+    /// contributes its gap to the next one that did. Units: ns per token, tokens. The weighted
+    /// mean of these over all events equals [`itl_s`](Self::itl_s) when no token was untimed
+    /// and the first event carried one token.
+    pub fn per_token_gaps_ns(&self) -> impl Iterator<Item = (u64, u64)> + '_ {
+        let mut prev = self.timed_events.first().map(|e| e.after_sent_ns);
+        self.timed_events.iter().skip(1).filter_map(move |e| {
+            if e.tokens == 0 {
+                return None;
+            }
+            let gap = e.after_sent_ns.saturating_sub(prev?);
+            prev = Some(e.after_sent_ns);
+            Some((gap / e.tokens, e.tokens))
+        })
     }
 
     /// Mean gap between token events in seconds:

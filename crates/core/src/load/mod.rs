@@ -107,6 +107,8 @@ pub struct LoadSpec {
     pub deadline_in_flight: u64,
     /// The measured window the streams credit their tokens to, when there is one.
     pub window: Option<Arc<WindowClock>>,
+    /// Where each finished request's row goes (`--export-requests`), when exported.
+    pub export: Option<crate::export::ExportSink>,
 }
 
 impl LoadSpec {
@@ -128,6 +130,7 @@ impl LoadSpec {
             capture_text: false,
             deadline_in_flight: in_flight,
             window: None,
+            export: None,
         }
     }
 }
@@ -386,6 +389,9 @@ impl Shared {
             waited,
             stream,
         };
+        if let Some(x) = &self.spec.export {
+            x.send(&out);
+        }
         let failed = out.failed();
         if failed {
             if let Ok(mut f) = self.failure.lock() {

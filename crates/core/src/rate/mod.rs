@@ -100,6 +100,8 @@ pub struct RateJob<'a> {
     /// Rows kept from the file a run resumes (`--resume`): a fixed-rate row with the same
     /// context, rate, arrival, cap and duration is carried over instead of measured again.
     pub kept: Vec<RateRow>,
+    /// `--export-requests`: where every row's request rows go, when exported.
+    pub export: Option<crate::export::RequestExport>,
 }
 
 /// The job of a run: cold prompts unless `--prompt-cache shared`, the run's `--duration`, and
@@ -128,6 +130,7 @@ pub fn job_from_run<'a>(
         events,
         cancel,
         kept: Vec::new(),
+        export: cfg.export.clone(),
     }
 }
 
@@ -364,6 +367,14 @@ pub async fn measure_row(
     );
     // One failed request must not end an open-loop row: failures are part of what it measures.
     spec.stop_on_failure = false;
+    spec.export = job.export.as_ref().map(|x| {
+        x.sink(crate::export::ExportKey {
+            layer: "rate",
+            context_tokens: ctx,
+            concurrency: cfg.max_concurrency,
+            request_rate: Some(rate),
+        })
+    });
     let deadline = Instant::now() + job.duration + cfg.drain;
     let mut load = Load::start(job.client, spec, job.cancel);
     let mut outcomes: Vec<RequestOutcome> = Vec::with_capacity(offsets.len());
@@ -541,6 +552,12 @@ pub fn fold_row(
             .last_token_at
             .map(|t| secs(o.intended_at, t))
     });
+    // Gaps of every sent request (a cut one's stall is part of what the row measured).
+    let gaps = crate::gaps::GapStats::of(outcomes.iter().map(|o| &o.stream.record));
+    row.itl_gaps = gaps.as_ref().and_then(crate::gaps::GapStats::summary);
+    row.peak_output_tps_1s = gaps
+        .as_ref()
+        .and_then(crate::gaps::GapStats::peak_output_tps_1s);
     row.output_tokens = outcomes.iter().map(|o| o.stream.record.output_tokens).sum();
     let start = outcomes.iter().map(|o| o.intended_at).min();
     let end = outcomes.iter().map(|o| o.stream.record.end_at).max();

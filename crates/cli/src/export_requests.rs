@@ -1,0 +1,68 @@
+//! `--export-requests FILE.jsonl`: the JSON Lines writer of the per-request rows
+//! (`servebench_core::export`), on its own thread so the run's async threads never write a file.
+//! Each row is written when its request ends; memory stays at one row plus the file buffer
+//! (format and a pandas snippet in docs/exports.md).
+
+use std::fs::File;
+use std::io::{BufWriter, Write};
+use std::path::{Path, PathBuf};
+use std::sync::mpsc::Receiver;
+use std::thread::JoinHandle;
+
+use servebench_core::export::{self, RequestExport, RequestRow};
+
+/// The running writer: join it with [`RowWriter::finish`] once every sender is dropped.
+pub struct RowWriter {
+    handle: JoinHandle<std::io::Result<u64>>,
+    path: PathBuf,
+}
+
+/// Opens `path` (a previous file of that name is kept as NAME.1.jsonl, like every output of a
+/// run) and starts the writer; returns the export handle for `RunConfig::export`.
+pub fn start(path: &Path) -> anyhow::Result<(RequestExport, RowWriter)> {
+    crate::reports::keep_previous(path);
+    let file = File::create(path)
+        .map_err(|e| anyhow::anyhow!("--export-requests {}: {e}", path.display()))?;
+    let (tx, rx) = export::channel();
+    let handle = std::thread::Builder::new()
+        .name("export-requests".into())
+        .spawn(move || write_rows(rx, BufWriter::new(file)))?;
+    Ok((
+        tx,
+        RowWriter {
+            handle,
+            path: path.to_owned(),
+        },
+    ))
+}
+
+/// Writes every row that comes, one JSON object per line, until the channel closes. Returns
+/// the number of rows written.
+fn write_rows(rx: Receiver<RequestRow>, mut out: impl Write) -> std::io::Result<u64> {
+    let mut n = 0;
+    for row in rx {
+        serde_json::to_writer(&mut out, &row)?;
+        out.write_all(b"\n")?;
+        n += 1;
+    }
+    out.flush()?;
+    Ok(n)
+}
+
+impl RowWriter {
+    /// Waits for the writer (every [`RequestExport`] must be dropped first) and reports a write
+    /// error with the flag's name.
+    pub fn finish(self) -> anyhow::Result<u64> {
+        match self.handle.join() {
+            Ok(Ok(n)) => Ok(n),
+            Ok(Err(e)) => Err(anyhow::anyhow!(
+                "--export-requests {}: {e}",
+                self.path.display()
+            )),
+            Err(_) => Err(anyhow::anyhow!(
+                "--export-requests {}: the writer thread panicked",
+                self.path.display()
+            )),
+        }
+    }
+}
