@@ -611,17 +611,22 @@ impl Registry {
         self.root.join(rel_path_for(collection, id))
     }
 
-    /// Writes one record canonically to its canonical path (`<root>/<dir>/<id>.json`).
+    /// Writes one record canonically to its canonical path (`<root>/<dir>/<id>.json`), after
+    /// checking its id's grammar and that the path stays under the root
+    /// ([`crate::write::safe_path`]). No registry validation: import, publish and trust write
+    /// through [`crate::write::commit`].
     ///
-    /// Errors: no such record, or the file cannot be written.
+    /// Errors: a bad id or a path out of the registry (`InvalidInput`), no such record, or the
+    /// file cannot be written.
     pub fn write_record(&self, collection: Collection, id: &str) -> std::io::Result<PathBuf> {
+        let path = crate::write::safe_path(&self.root, collection, id)
+            .map_err(|e| std::io::Error::new(std::io::ErrorKind::InvalidInput, e.to_string()))?;
         let rec = self.get(collection, id).ok_or_else(|| {
             std::io::Error::new(
                 std::io::ErrorKind::NotFound,
                 format!("no {collection} {id}"),
             )
         })?;
-        let path = self.path_for(collection, id);
         crate::canonical::write_canonical(&path, &rec.raw)?;
         Ok(path)
     }
