@@ -514,7 +514,10 @@ mod tests {
             assert!(text.contains(kept), "{kept}: {text}");
         }
         let env = engine_env(vec![
-            ("HF_ENDPOINT".into(), format!("https://u:{C}@hf.example.com")),
+            (
+                "HF_ENDPOINT".into(),
+                format!("https://u:{C}@hf.example.com"),
+            ),
             ("VLLM_EXTRA_ARGS".into(), format!("--api-key {C}")),
             ("HF_TOKEN".into(), C.into()),
         ]);

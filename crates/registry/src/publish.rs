@@ -991,7 +991,11 @@ pub fn publish(
                     .or_else(|| raw.pointer(&format!("/metadata/{k}")))
                 {
                     if !v.is_null() {
-                        meta.insert(k.into(), v.clone());
+                        // Redacted again: a file written before the current rules (or by
+                        // another tool) may carry credentials.
+                        let mut v = v.clone();
+                        servebench_host::secrets::redact_json(&mut v);
+                        meta.insert(k.into(), v);
                     }
                 }
             }
@@ -1096,6 +1100,13 @@ pub fn publish(
     }
     if let Some(b) = &opts.baseline {
         source["baseline_sweep_id"] = json!(b);
+    }
+    // Command lines, arguments and the server URL as recorded, secrets redacted
+    // (`servebench_host::secrets`: flags, URL credentials, environment values).
+    for k in ["command", "run_command", "run_arguments", "server"] {
+        if let Some(v) = source.get_mut(k) {
+            servebench_host::secrets::redact_json(v);
+        }
     }
     if md.interrupted {
         // Partial results: the cells not reached are `not-run` rows.
