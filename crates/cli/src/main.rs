@@ -394,19 +394,34 @@ fn cmd_validate(a: args::FileArgs) -> anyhow::Result<ExitCode> {
             }
         })
         .collect();
-    if errors.is_empty() {
+    // Values no measurement can have produced (negative latencies or rates, percentiles out
+    // of order, timestamps that do not parse): `servebench_results::check`.
+    let impossible = servebench_results::check::impossible_values(&value);
+    if errors.is_empty() && impossible.is_empty() {
         println!("{}: valid ({what} schema {version})", a.file.display());
-        Ok(ExitCode::SUCCESS)
-    } else {
-        for e in errors.iter().take(20) {
-            eprintln!("{}: {e}", a.file.display());
-        }
+        return Ok(ExitCode::SUCCESS);
+    }
+    for e in errors.iter().take(20) {
+        eprintln!("{}: {e}", a.file.display());
+    }
+    for p in impossible.iter().take(20) {
+        eprintln!("{}: impossible value at {p}", a.file.display());
+    }
+    if !errors.is_empty() {
         let n = errors.len();
         let plural = if n == 1 { "" } else { "s" };
         eprintln!(
             "error: {} violates the {what} schema ({n} problem{plural})",
             a.file.display()
         );
-        Ok(ExitCode::FAILURE)
     }
+    if !impossible.is_empty() {
+        let n = impossible.len();
+        let plural = if n == 1 { "" } else { "s" };
+        eprintln!(
+            "error: {} has {n} impossible value{plural} (negative latency or rate, percentiles out of order, or a timestamp that does not parse)",
+            a.file.display()
+        );
+    }
+    Ok(ExitCode::FAILURE)
 }

@@ -64,6 +64,10 @@ pub fn cmd_publish(a: PublishArgs) -> anyhow::Result<ExitCode> {
     let out = match publish::publish(&mut reg, &raw, &opts) {
         Ok(o) => o,
         Err(PublishError::Usage(m)) => return Err(crate::args::usage(anyhow::anyhow!(m))),
+        Err(PublishError::Write(w)) => {
+            crate::registry_cmd::print_write_problems(&a.registry, &w);
+            return Err(w.into());
+        }
         Err(e) => return Err(e.into()),
     };
     for (c, id) in &out.drafted {

@@ -70,6 +70,16 @@ pub fn report_problems(dir: &Path, problems: &[servebench_registry::Problem]) ->
     }
 }
 
+/// Words a refused registry write: the problems the write would have added (one
+/// `path: rule: message` line each, on stderr); the caller returns the error (exit 1).
+pub fn print_write_problems(dir: &Path, w: &servebench_registry::WriteError) {
+    if let servebench_registry::WriteError::Invalid(problems) = w {
+        for p in problems {
+            eprintln!("{}/{}: {}: {}", dir.display(), p.path, p.rule, p.message);
+        }
+    }
+}
+
 /// Runs a registry subcommand.
 pub fn cmd_registry(a: RegistryArgs) -> anyhow::Result<ExitCode> {
     match a.command {
@@ -81,11 +91,26 @@ pub fn cmd_registry(a: RegistryArgs) -> anyhow::Result<ExitCode> {
             std::fs::create_dir_all(&registry)
                 .with_context(|| format!("cannot create {}", registry.display()))?;
             let mut reg = Registry::load(&registry)?;
+            let before = validate::validate(&reg);
             let now = chrono::Utc::now();
+            // Every file is staged in memory first; then all are written or none.
+            let mut outcomes = Vec::new();
             for f in &files {
                 let text = std::fs::read_to_string(f)
                     .with_context(|| format!("cannot read {}", f.display()))?;
-                let out = import::import_text(&mut reg, &text, &f.display().to_string(), now)?;
+                let out = import::stage_text(&mut reg, &text, &f.display().to_string(), now)
+                    .with_context(|| {
+                        format!("{}: not imported; nothing was written", f.display())
+                    })?;
+                outcomes.push(out);
+            }
+            if let Err(e) = import::commit(&reg, &before, &outcomes) {
+                if let import::ImportError::Write(w) = &e {
+                    print_write_problems(&registry, w);
+                }
+                return Err(e.into());
+            }
+            for out in &outcomes {
                 for (c, id) in &out.imported {
                     println!("imported {c} {id}");
                 }
@@ -104,7 +129,7 @@ pub fn cmd_registry(a: RegistryArgs) -> anyhow::Result<ExitCode> {
             let changes = if check {
                 trust::status_changes(&reg)
             } else {
-                trust::apply(&mut reg)?
+                trust::apply(&mut reg).inspect_err(|w| print_write_problems(&dir, w))?
             };
             for c in &changes {
                 let why = if c.failures.is_empty() {

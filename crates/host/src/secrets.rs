@@ -1,19 +1,44 @@
 //! Secret filtering for everything servebench writes about the host, the client and the engine.
 //!
-//! Rule: a variable or flag whose **name** contains `KEY`, `TOKEN`, `SECRET`, `PASSWORD`, `AUTH`
-//! or `CREDENTIAL` (case-insensitive; `-` counts as `_`) has its value replaced by
-//! [`REDACTED`]. The name is kept, so a reader still sees that the variable was set. On top of
-//! that, a [`Scrubber`] replaces every occurrence of a known secret value (the `--api-key`, the
-//! values of secret-named variables of the client's environment) in any string, as a last
-//! safety net for text that quotes them (a command line, an error message).
+//! Rules ([`redact_args`], [`redact_text`], [`redact_json`]):
+//! * a variable or flag whose **name** contains one of [`SECRET_MARKERS`] (`KEY`, `TOKEN`,
+//!   `SECRET`, `PASSWORD`, `PASSWD`, `PASS`, `AUTH`, `CREDENTIAL`, `BEARER`, `COOKIE`;
+//!   case-insensitive, `-` counts as `_`, camel case as written: `--api-key X`, `--api-key=X`,
+//!   `--api_key`, `--apiKey`, `HF_TOKEN=X`) has its value replaced by [`REDACTED`]; so do the
+//!   short flags [`SECRET_SHORT_FLAGS`] (`-k X`);
+//! * URL credentials `scheme://user:pass@host` become `scheme://<redacted>@host`, and URL query
+//!   parameters with a secret name (`?token=X`) lose their value;
+//! * `Authorization: …` headers and `Bearer …` values are replaced whole;
+//! * an argument that holds a whole command (`sh -c "vllm serve --api-key X"`) is redacted
+//!   word by word by the same rules; environment values are redacted as text (a URL with
+//!   credentials in `HF_ENDPOINT`).
+//!
+//! The name is kept, so a reader still sees that the secret was set. On top of that, a
+//! [`Scrubber`] replaces every occurrence of a known secret value (the `--api-key`, the values
+//! of secret-named variables of the client's environment) in any string, as a last safety net
+//! for text that quotes them (a command line, an error message).
 
 use serde_json::Value;
 
 /// What a secret value is replaced with.
 pub const REDACTED: &str = "<redacted>";
 
-/// Name fragments that mark a secret (upper case).
-pub const SECRET_MARKERS: [&str; 6] = ["KEY", "TOKEN", "SECRET", "PASSWORD", "AUTH", "CREDENTIAL"];
+/// Name fragments that mark a secret (upper case). `PASS` counts as a whole `_`-separated
+/// word only (`--pass`, `DB_PASS`; not `PASSTHROUGH`, `BYPASS`).
+pub const SECRET_MARKERS: [&str; 9] = [
+    "KEY",
+    "TOKEN",
+    "SECRET",
+    "PASSWORD",
+    "PASSWD",
+    "AUTH",
+    "CREDENTIAL",
+    "BEARER",
+    "COOKIE",
+];
+
+/// Short flags whose value is a secret (`-k` is the API key of several servers and clients).
+pub const SECRET_SHORT_FLAGS: [&str; 1] = ["-k"];
 
 /// Environment prefixes that matter for inference engines (recorded for the client and for the
 /// engine process). `LD_LIBRARY_PATH` and `PATH`-like variables are not included.
@@ -54,7 +79,7 @@ pub fn is_secret_name(name: &str) -> bool {
         .replace('-', "_")
         .replace("TOKENIZER", "")
         .replace("TOKENS", "");
-    SECRET_MARKERS.iter().any(|m| up.contains(m))
+    SECRET_MARKERS.iter().any(|m| up.contains(m)) || up.split('_').any(|w| w == "PASS")
 }
 
 /// True when `name` has one of the [`ENGINE_ENV_PREFIXES`].
@@ -74,16 +99,71 @@ where
             let val = if is_secret_name(&k) {
                 REDACTED.to_string()
             } else {
-                val
+                redact_text(&val)
             };
             (k, Value::String(val))
         })
         .collect()
 }
 
-/// A command line with secret values redacted: `--api-key X` → `--api-key <redacted>`,
-/// `--hf-token=X` → `--hf-token=<redacted>`, `HF_TOKEN=X` (as in `env HF_TOKEN=X vllm …` or
-/// `docker run -e HF_TOKEN=X`) → `HF_TOKEN=<redacted>`; also `Authorization: Bearer …` headers.
+/// `s` with URL credentials (`scheme://user:pass@host` → `scheme://<redacted>@host`) and the
+/// values of secret-named URL query parameters (`?api_key=X` → `?api_key=<redacted>`) redacted.
+pub fn redact_urls(s: &str) -> String {
+    if !s.contains("://") {
+        return s.to_string();
+    }
+    let mut out = String::with_capacity(s.len());
+    let mut rest = s;
+    while let Some(i) = rest.find("://") {
+        let (head, tail) = rest.split_at(i + 3);
+        out.push_str(head);
+        // The authority ends at the first `/`, `?`, `#` or white space.
+        let end = tail
+            .find(|c: char| matches!(c, '/' | '?' | '#') || c.is_whitespace())
+            .unwrap_or(tail.len());
+        let authority = &tail[..end];
+        match authority.rfind('@') {
+            Some(at) => {
+                out.push_str(REDACTED);
+                out.push_str(&authority[at..]);
+            }
+            None => out.push_str(authority),
+        }
+        let after = &tail[end..];
+        // The rest of this URL (up to white space): redact secret query parameters.
+        let url_end = after.find(char::is_whitespace).unwrap_or(after.len());
+        let (url_rest, next) = after.split_at(url_end);
+        match url_rest.split_once('?') {
+            Some((path, query)) => {
+                out.push_str(path);
+                out.push('?');
+                let q: Vec<String> = query
+                    .split('&')
+                    .map(|kv| match kv.split_once('=') {
+                        Some((k, _)) if is_secret_name(k) => format!("{k}={REDACTED}"),
+                        _ => kv.to_string(),
+                    })
+                    .collect();
+                out.push_str(&q.join("&"));
+            }
+            None => out.push_str(url_rest),
+        }
+        rest = next;
+    }
+    out.push_str(rest);
+    out
+}
+
+/// True when `a` looks like a flag (the next word is then not the value of a secret flag).
+fn is_flag(a: &str) -> bool {
+    a.len() > 1 && a.starts_with('-') && !a[1..].starts_with(|c: char| c.is_ascii_digit())
+}
+
+/// A command line with secret values redacted (rules in the module docs): `--api-key X` →
+/// `--api-key <redacted>`, `--hf-token=X` → `--hf-token=<redacted>`, `-k X`, `HF_TOKEN=X` (as in
+/// `env HF_TOKEN=X vllm …` or `docker run -e HF_TOKEN=X`) → `HF_TOKEN=<redacted>`,
+/// `Authorization: Bearer …` headers, URL credentials, and every word of an argument that holds
+/// a whole command line.
 pub fn redact_args(args: &[String]) -> Vec<String> {
     let mut out = Vec::with_capacity(args.len());
     let mut redact_next = false;
@@ -91,46 +171,130 @@ pub fn redact_args(args: &[String]) -> Vec<String> {
         if redact_next {
             redact_next = false;
             // `--disable-auth --port 8000`: a boolean flag, the next one is no secret.
-            if !a.starts_with("--") {
+            if !is_flag(a) {
                 out.push(REDACTED.to_string());
                 continue;
             }
         }
-        if a.starts_with('-') {
-            let flag = a.trim_start_matches('-');
-            if let Some((name, _)) = flag.split_once('=') {
-                if is_secret_name(name) {
-                    let dashes = &a[..a.len() - flag.len()];
-                    out.push(format!("{dashes}{name}={REDACTED}"));
-                    continue;
-                }
-            } else if is_secret_name(flag) && !flag.is_empty() {
-                out.push(a.clone());
-                redact_next = true;
-                continue;
+        let (word, next) = redact_word(a);
+        redact_next = next;
+        out.push(word);
+    }
+    out
+}
+
+/// One word of a command line, redacted; `true` when the next word is a secret value.
+fn redact_word(a: &str) -> (String, bool) {
+    if SECRET_SHORT_FLAGS.contains(&a) {
+        return (a.to_string(), true);
+    }
+    if a.starts_with('-') {
+        let flag = a.trim_start_matches('-');
+        if let Some((name, _)) = flag.split_once('=') {
+            if is_secret_name(name) {
+                let dashes = &a[..a.len() - flag.len()];
+                return (format!("{dashes}{name}={REDACTED}"), false);
             }
-            out.push(a.clone());
+        } else if is_secret_name(flag) && !flag.is_empty() {
+            return (a.to_string(), true);
+        }
+        if flag.contains(char::is_whitespace) {
+            return (redact_text(a), false);
+        }
+        return (redact_urls(a), false);
+    }
+    if let Some((name, _)) = a.split_once('=') {
+        if !name.is_empty()
+            && name
+                .chars()
+                .all(|c| c.is_ascii_alphanumeric() || c == '_' || c == '.' || c == '-')
+            && is_secret_name(name)
+        {
+            return (format!("{name}={REDACTED}"), false);
+        }
+    }
+    let lower = a.trim_start().to_ascii_lowercase();
+    if lower.starts_with("authorization:")
+        || lower.starts_with("bearer ")
+        || lower.starts_with("proxy-authorization:")
+        || lower.starts_with("cookie:")
+    {
+        return (REDACTED.to_string(), false);
+    }
+    if a.contains(char::is_whitespace) {
+        return (redact_text(a), false);
+    }
+    (redact_urls(a), false)
+}
+
+/// Free text (a shell command, an environment value) with the [`redact_args`] rules applied
+/// word by word (words separated by single spaces, kept as they were); `Bearer X` anywhere
+/// loses `X`.
+pub fn redact_text(s: &str) -> String {
+    let words: Vec<&str> = s.split(' ').collect();
+    if words.len() == 1 {
+        return redact_word_alone(s);
+    }
+    let mut out: Vec<String> = Vec::with_capacity(words.len());
+    let mut redact_next = false;
+    for w in words {
+        if w.is_empty() {
+            out.push(String::new());
             continue;
         }
-        if let Some((name, _)) = a.split_once('=') {
-            if !name.is_empty()
-                && name
-                    .chars()
-                    .all(|c| c.is_ascii_alphanumeric() || c == '_' || c == '.')
-                && is_secret_name(name)
-            {
-                out.push(format!("{name}={REDACTED}"));
-                continue;
-            }
-        }
-        let lower = a.to_ascii_lowercase();
-        if lower.starts_with("authorization:") || lower.starts_with("bearer ") {
+        let lower = w.to_ascii_lowercase();
+        if redact_next && !is_flag(w) {
+            redact_next = false;
             out.push(REDACTED.to_string());
             continue;
         }
-        out.push(a.clone());
+        // `Authorization: Bearer X`, `-H 'Authorization: Basic X'`: the credential follows.
+        if matches!(
+            lower.trim_start_matches(['\'', '"']),
+            "bearer" | "basic" | "authorization:" | "proxy-authorization:" | "token"
+        ) {
+            out.push(w.to_string());
+            redact_next = true;
+            continue;
+        }
+        let (word, next) = redact_word(w);
+        redact_next = next;
+        out.push(word);
     }
-    out
+    out.join(" ")
+}
+
+fn redact_word_alone(s: &str) -> String {
+    let (w, _) = redact_word(s);
+    w
+}
+
+/// Redacts a recorded launch (or any JSON about one) in place: arrays of strings as command
+/// lines ([`redact_args`]), other strings as text ([`redact_text`]), and the string value of
+/// every secret-named key (`env.HF_TOKEN`) replaced whole. Applied by publish to what a results
+/// file says about the engine, so files written before these rules are redacted too.
+pub fn redact_json(v: &mut Value) {
+    match v {
+        Value::String(s) => *s = redact_text(s),
+        Value::Array(a) if a.iter().all(Value::is_string) => {
+            let args: Vec<String> = a
+                .iter()
+                .map(|x| x.as_str().unwrap_or_default().to_string())
+                .collect();
+            *a = redact_args(&args).into_iter().map(Value::String).collect();
+        }
+        Value::Array(a) => a.iter_mut().for_each(redact_json),
+        Value::Object(m) => {
+            for (k, x) in m.iter_mut() {
+                if x.is_string() && is_secret_name(k) {
+                    *x = Value::String(REDACTED.into());
+                } else {
+                    redact_json(x);
+                }
+            }
+        }
+        _ => {}
+    }
 }
 
 /// Replaces known secret values in strings. Values shorter than [`Scrubber::MIN_LEN`]
@@ -295,6 +459,84 @@ mod tests {
                 // the flag without a value at the end: nothing follows
             ])
         );
+    }
+
+    /// Issue 17 item 4: every spelling of a secret flag, URL credentials, whole commands in one
+    /// argument and environment values.
+    #[test]
+    fn every_form_of_a_secret_is_redacted() {
+        const C: &str = "CANARY7f3a";
+        let a = s(&[
+            "engine",
+            "--bearer",
+            C,
+            "-k",
+            C,
+            "--token=CANARY7f3a",
+            "--hf-token",
+            C,
+            "--password",
+            C,
+            "--api_key",
+            C,
+            "--apiKey",
+            C,
+            "--api-key=CANARY7f3a",
+            "--pass",
+            C,
+            "HF_TOKEN=CANARY7f3a",
+            "--model",
+            "https://user:CANARY7f3a@example.com/m?x=1&token=CANARY7f3a",
+            "--base=https://CANARY7f3a@git.example.com/r",
+            "-c",
+            "vllm serve m --api-key CANARY7f3a --port 8000",
+            "-H",
+            "Authorization: Bearer CANARY7f3a",
+            "--max-num-batched-tokens",
+            "8192",
+            "--port",
+            "8000",
+        ]);
+        let r = redact_args(&a);
+        let text = r.join(" ");
+        assert!(!text.contains(C), "{text}");
+        // Names, ports and token counts are kept.
+        for kept in [
+            "--bearer",
+            "-k",
+            "--token=<redacted>",
+            "https://<redacted>@example.com/m?x=1&token=<redacted>",
+            "--base=https://<redacted>@git.example.com/r",
+            "vllm serve m --api-key <redacted> --port 8000",
+            "--max-num-batched-tokens 8192",
+            "--port 8000",
+        ] {
+            assert!(text.contains(kept), "{kept}: {text}");
+        }
+        let env = engine_env(vec![
+            (
+                "HF_ENDPOINT".into(),
+                format!("https://u:{C}@hf.example.com"),
+            ),
+            ("VLLM_EXTRA_ARGS".into(), format!("--api-key {C}")),
+            ("HF_TOKEN".into(), C.into()),
+        ]);
+        let t = serde_json::to_string(&env).unwrap();
+        assert!(!t.contains(C), "{t}");
+        assert_eq!(env["HF_ENDPOINT"], "https://<redacted>@hf.example.com");
+        let mut launch = serde_json::json!({
+            "cmdline": ["x", "--bearer", C],
+            "cmdline_text": format!("x --bearer {C}"),
+            "env": {"MY_SECRET": C, "HF_ENDPOINT": format!("http://a:{C}@h")}
+        });
+        redact_json(&mut launch);
+        assert!(!launch.to_string().contains(C), "{launch}");
+        for n in ["--pass", "DB_PASS", "--bearer", "--apiKey", "COOKIE"] {
+            assert!(is_secret_name(n), "{n}");
+        }
+        for n in ["--passthrough", "BYPASS_CACHE", "--compass"] {
+            assert!(!is_secret_name(n), "{n}");
+        }
     }
 
     #[test]

@@ -18,7 +18,8 @@ use chrono::{DateTime, Utc};
 use serde_json::{json, Map, Value};
 
 use crate::draft::{self, DraftSource, HardwareFacts, RecipeDraft};
-use crate::{Collection, Registry};
+use crate::write::{self, WriteError};
+use crate::{Collection, Problem, Registry};
 
 /// A file that cannot be imported.
 #[derive(Debug, thiserror::Error)]
@@ -29,6 +30,10 @@ pub enum ImportError {
     /// Writing failed.
     #[error("cannot write {0}: {1}")]
     Io(String, std::io::Error),
+    /// The write was refused (a bad id, a path out of the registry, records that would not
+    /// validate) or failed; nothing was written.
+    #[error(transparent)]
+    Write(#[from] WriteError),
 }
 
 /// What one import wrote.
@@ -94,12 +99,63 @@ pub fn strip_derived(c: Collection, v: &mut Value) {
     }
 }
 
-/// Imports the text of one file into `reg` and writes every record it touched. `origin`
-/// names the file in drafted provenance.
+/// Imports the text of one file into `reg` and writes every record it touched, through
+/// [`write::commit`] (all or nothing). `origin` names the file in drafted provenance.
+///
+/// Errors: as [`stage_text`], and [`ImportError::Write`] when the registry-to-be has new
+/// problems on the files it touches (a schema-invalid record, a link that does not resolve),
+/// or a file cannot be written; then no file changed (the in-memory `reg` may hold the staged
+/// records: reload it).
+pub fn import_text(
+    reg: &mut Registry,
+    text: &str,
+    origin: &str,
+    now: DateTime<Utc>,
+) -> Result<ImportOutcome, ImportError> {
+    let before = crate::validate::validate(reg);
+    let out = stage_text(reg, text, origin, now)?;
+    commit(reg, &before, std::slice::from_ref(&out))?;
+    Ok(out)
+}
+
+/// Writes what [`stage_text`] staged in `reg` for `outcomes` (one per imported file), all files
+/// or none ([`write::commit`]), and removes legacy-directory copies of the imported records.
+/// `before` is [`crate::validate::validate`] of `reg` before staging.
+///
+/// Errors: [`ImportError::Write`]; then no file changed.
+pub fn commit(
+    reg: &Registry,
+    before: &[Problem],
+    outcomes: &[ImportOutcome],
+) -> Result<(), ImportError> {
+    let mut all: Vec<(Collection, String)> = Vec::new();
+    let mut removals = Vec::new();
+    for out in outcomes {
+        all.extend(out.imported.iter().cloned());
+        all.extend(out.drafted.iter().cloned());
+        all.extend(out.updated.iter().cloned());
+        // A legacy-directory copy of an imported record would now be a duplicate.
+        for (c, id) in &out.imported {
+            for d in c.legacy_dir_names() {
+                let rel = format!("{d}/{id}.json");
+                if crate::is_valid_id(*c, id) && reg.root.join(&rel).is_file() {
+                    removals.push(rel);
+                }
+            }
+        }
+    }
+    write::commit(reg, before, &all, &removals)?;
+    Ok(())
+}
+
+/// Reads the text of one file into `reg` in memory (nothing is written): every record, the
+/// links of imported sweeps, and drafted records for a sweep whose recipe is missing.
 ///
 /// Errors: the text is not JSON, a record's collection cannot be recognised or it has no id,
-/// a file cannot be written.
-pub fn import_text(
+/// an id (a record's, or a sweep's `recipe_id`, which names the recipe to draft) breaks its
+/// grammar ([`ImportError::Write`] with [`WriteError::BadId`]). On error `reg` may hold part
+/// of the file.
+pub fn stage_text(
     reg: &mut Registry,
     text: &str,
     origin: &str,
@@ -130,6 +186,12 @@ pub fn import_text(
             .and_then(Value::as_str)
             .ok_or_else(|| ImportError::Bad(format!("{origin}: a {c} record has no string id")))?
             .to_string();
+        write::check_id(c, &id)?;
+        if c == Collection::SpeedSweep {
+            if let Some(rid) = rec.get("recipe_id").and_then(Value::as_str) {
+                write::check_id(Collection::Recipe, rid)?;
+            }
+        }
         reg.insert(c, rec).map_err(ImportError::Bad)?;
         out.imported.push((c, id));
     }
@@ -165,23 +227,6 @@ pub fn import_text(
                 }
             }
             None => draft_for_sweep(reg, &src, &sweep, &rid, &id, &mut out)?,
-        }
-    }
-    let mut all: Vec<(Collection, String)> = out.imported.clone();
-    all.extend(out.drafted.iter().cloned());
-    all.extend(out.updated.iter().cloned());
-    for (c, id) in &all {
-        reg.write_record(*c, id)
-            .map_err(|e| ImportError::Io(reg.path_for(*c, id).display().to_string(), e))?;
-    }
-    // A legacy-directory copy of an imported record would now be a duplicate.
-    for (c, id) in &out.imported {
-        for d in c.legacy_dir_names() {
-            let old = reg.root.join(d).join(format!("{id}.json"));
-            if old.is_file() {
-                std::fs::remove_file(&old)
-                    .map_err(|e| ImportError::Io(old.display().to_string(), e))?;
-            }
         }
     }
     Ok(out)

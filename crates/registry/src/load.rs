@@ -228,14 +228,52 @@ pub fn references(raw: &Value) -> Vec<Reference> {
     out
 }
 
+/// Whether a path resolves inside the registry root (symbolic links resolved).
+#[derive(Clone, Debug)]
+pub struct RootGuard {
+    /// The root with every link resolved (the root as given when that fails).
+    root: PathBuf,
+}
+
+impl RootGuard {
+    /// A guard for `root`.
+    pub fn new(root: &Path) -> RootGuard {
+        RootGuard {
+            root: root.canonicalize().unwrap_or_else(|_| root.to_path_buf()),
+        }
+    }
+
+    /// The resolved root.
+    pub fn root(&self) -> &Path {
+        &self.root
+    }
+
+    /// `Ok` when `path` (which exists) resolves to a place under the root; otherwise why not
+    /// (a dangling link, or one that leads outside).
+    pub fn check(&self, path: &Path) -> Result<(), String> {
+        match path.canonicalize() {
+            Ok(real) if real.starts_with(&self.root) => Ok(()),
+            Ok(real) => Err(format!(
+                "a symbolic link to {} (outside the registry); not followed",
+                real.display()
+            )),
+            Err(e) => Err(format!(
+                "a symbolic link that does not resolve ({e}); not followed"
+            )),
+        }
+    }
+}
+
 /// What reading one record file gave.
 enum Read {
     Record(Box<Record>),
     Problem(Problem),
 }
 
-/// Reads and parses one record file of collection `c` found in directory `dir`.
-fn read_file(c: Collection, dir: &str, f: &Path, opts: LoadOptions) -> Result<Read, RegistryError> {
+/// Reads and parses one record file of collection `c` found in directory `dir`. Never fails:
+/// a file that cannot be read (rule `unreadable`) or is not UTF-8 (`invalid-utf8`) is a
+/// problem like any other.
+fn read_file(c: Collection, dir: &str, f: &Path, opts: LoadOptions) -> Read {
     let stem = f
         .file_stem()
         .map(|s| s.to_string_lossy().into_owned())
@@ -244,43 +282,50 @@ fn read_file(c: Collection, dir: &str, f: &Path, opts: LoadOptions) -> Result<Re
         "{dir}/{}",
         f.file_name().unwrap_or_default().to_string_lossy()
     );
-    let text = std::fs::read_to_string(f).map_err(|e| RegistryError::Io {
-        path: f.to_path_buf(),
-        source: e,
-    })?;
-    let raw: Value = match serde_json::from_str(&text) {
-        Ok(v) => v,
+    let bytes = match std::fs::read(f) {
+        Ok(b) => b,
         Err(e) => {
-            return Ok(Read::Problem(Problem::new(
+            return Read::Problem(Problem::new(
                 &rel,
-                "invalid-json",
-                e.to_string(),
-            )))
+                "unreadable",
+                format!("cannot read: {e}"),
+            ))
         }
     };
+    let text = match String::from_utf8(bytes) {
+        Ok(t) => t,
+        Err(e) => {
+            return Read::Problem(Problem::new(
+                &rel,
+                "invalid-utf8",
+                format!(
+                    "not UTF-8 text (invalid byte at offset {}); a record is a UTF-8 JSON file",
+                    e.utf8_error().valid_up_to()
+                ),
+            ))
+        }
+    };
+    let raw: Value = match serde_json::from_str(&text) {
+        Ok(v) => v,
+        Err(e) => return Read::Problem(Problem::new(&rel, "invalid-json", e.to_string())),
+    };
     if !raw.is_object() {
-        return Ok(Read::Problem(Problem::new(
+        return Read::Problem(Problem::new(
             &rel,
             "not-an-object",
             "a record is a JSON object",
-        )));
+        ));
     }
     match raw.get("id").and_then(Value::as_str) {
         Some(id) if id == stem => {}
         Some(id) => {
-            return Ok(Read::Problem(Problem::new(
+            return Read::Problem(Problem::new(
                 &rel,
                 "id-matches-file",
                 format!("id {id:?} differs from the file stem {stem:?}"),
-            )))
+            ))
         }
-        None => {
-            return Ok(Read::Problem(Problem::new(
-                &rel,
-                "id-matches-file",
-                "no string `id`",
-            )))
-        }
+        None => return Read::Problem(Problem::new(&rel, "id-matches-file", "no string `id`")),
     }
     // Checked on the tree as read, before legacy fields are renamed.
     let canonical = !opts.canonical_check || crate::canonical::is_canonical_text_of(&raw, &text);
@@ -295,7 +340,7 @@ fn read_file(c: Collection, dir: &str, f: &Path, opts: LoadOptions) -> Result<Re
         rec.normalised
             .push(format!("directory {dir} → {}", c.dir_name()));
     }
-    Ok(Read::Record(Box::new(rec)))
+    Read::Record(Box::new(rec))
 }
 
 /// What [`Registry::load_with`] does per record besides parsing its JSON.
@@ -372,50 +417,77 @@ impl Registry {
         if !root.is_dir() {
             return Err(RegistryError::NotADirectory(root));
         }
+        // Symbolic links are followed only when they stay inside the registry (rule
+        // `symlink-outside` otherwise): nothing outside the root is read or served.
+        let inside = RootGuard::new(&root);
+        let mut early: Vec<Problem> = Vec::new();
         let mut files: Vec<(Collection, &'static str, PathBuf)> = Vec::new();
         for c in Collection::ALL {
             let mut dirs = vec![c.dir_name()];
             dirs.extend_from_slice(c.legacy_dir_names());
             for d in dirs {
                 let path = root.join(d);
+                let Ok(meta) = std::fs::symlink_metadata(&path) else {
+                    continue;
+                };
+                if meta.file_type().is_symlink() {
+                    if let Err(why) = inside.check(&path) {
+                        early.push(Problem::new(d, "symlink-outside", why));
+                        continue;
+                    }
+                }
                 if !path.is_dir() {
                     continue;
                 }
-                let io = |e| RegistryError::Io {
-                    path: path.clone(),
-                    source: e,
+                let entries = match std::fs::read_dir(&path) {
+                    Ok(e) => e,
+                    Err(e) => {
+                        early.push(Problem::new(d, "unreadable", format!("cannot list: {e}")));
+                        continue;
+                    }
                 };
                 let mut in_dir: Vec<PathBuf> = Vec::new();
-                for e in std::fs::read_dir(&path).map_err(io)? {
+                for e in entries {
                     let Ok(e) = e else { continue };
                     let p = e.path();
                     if p.extension().is_none_or(|x| x != "json") {
                         continue;
                     }
-                    // The directory entry's type needs no `stat` on most file systems; a
-                    // symbolic link is followed, as `Path::is_file` does.
+                    let rel = || format!("{d}/{}", e.file_name().to_string_lossy());
+                    // The directory entry's type needs no `stat` on most file systems.
                     let is_file = match e.file_type() {
-                        Ok(t) if t.is_symlink() => p.is_file(),
+                        Ok(t) if t.is_symlink() => match inside.check(&p) {
+                            Ok(()) => p.is_file(),
+                            Err(why) => {
+                                early.push(Problem::new(rel(), "symlink-outside", why));
+                                continue;
+                            }
+                        },
                         Ok(t) => t.is_file(),
                         Err(_) => false,
                     };
                     if is_file {
                         in_dir.push(p);
+                    } else {
+                        early.push(Problem::new(
+                            rel(),
+                            "not-a-file",
+                            "a `.json` entry that is not a regular file; not read",
+                        ));
                     }
                 }
                 in_dir.sort();
                 files.extend(in_dir.into_iter().map(|p| (c, d, p)));
             }
         }
-        let read_all =
-            |chunk: &[(Collection, &'static str, PathBuf)]| -> Vec<Result<Read, RegistryError>> {
-                chunk
-                    .iter()
-                    .map(|(c, d, f)| read_file(*c, d, f, opts))
-                    .collect()
-            };
+        let read_all = |chunk: &[(Collection, &'static str, PathBuf)]| -> Vec<Read> {
+            chunk
+                .iter()
+                .map(|(c, d, f)| read_file(*c, d, f, opts))
+                .collect()
+        };
         // Two threads when there is enough work to pay for the second one.
-        let read: Vec<Result<Read, RegistryError>> = if files.len() >= 256 {
+        let read: Vec<Read> = if files.len() >= 256 {
             let half = files.len() / 2;
             std::thread::scope(|s| {
                 let b = s.spawn(|| read_all(&files[half..]));
@@ -430,8 +502,9 @@ impl Registry {
             read_all(&files)
         };
         let mut reg = Registry::empty(&root);
+        reg.problems = early;
         for r in read {
-            match r? {
+            match r {
                 Read::Problem(p) => reg.problems.push(p),
                 Read::Record(rec) => {
                     if reg.get(rec.collection, &rec.id).is_some() {
@@ -538,17 +611,22 @@ impl Registry {
         self.root.join(rel_path_for(collection, id))
     }
 
-    /// Writes one record canonically to its canonical path (`<root>/<dir>/<id>.json`).
+    /// Writes one record canonically to its canonical path (`<root>/<dir>/<id>.json`), after
+    /// checking its id's grammar and that the path stays under the root
+    /// ([`crate::write::safe_path`]). No registry validation: import, publish and trust write
+    /// through [`crate::write::commit`].
     ///
-    /// Errors: no such record, or the file cannot be written.
+    /// Errors: a bad id or a path out of the registry (`InvalidInput`), no such record, or the
+    /// file cannot be written.
     pub fn write_record(&self, collection: Collection, id: &str) -> std::io::Result<PathBuf> {
+        let path = crate::write::safe_path(&self.root, collection, id)
+            .map_err(|e| std::io::Error::new(std::io::ErrorKind::InvalidInput, e.to_string()))?;
         let rec = self.get(collection, id).ok_or_else(|| {
             std::io::Error::new(
                 std::io::ErrorKind::NotFound,
                 format!("no {collection} {id}"),
             )
         })?;
-        let path = self.path_for(collection, id);
         crate::canonical::write_canonical(&path, &rec.raw)?;
         Ok(path)
     }

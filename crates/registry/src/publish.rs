@@ -98,6 +98,10 @@ pub enum PublishError {
     /// Writing failed.
     #[error("cannot write {0}")]
     Io(String, #[source] std::io::Error),
+    /// The write was refused (the registry-to-be has new problems, a path out of the
+    /// registry) or failed; nothing was written.
+    #[error(transparent)]
+    Write(#[from] crate::WriteError),
 }
 
 /// What was written.
@@ -765,9 +769,12 @@ pub fn hardware_facts(results: &Results, raw: &Value) -> HardwareFacts {
 /// Publishes `raw` (a results JSON) into `reg` and writes the changed records. See the module
 /// docs for every rule.
 ///
-/// Errors: bad ids ([`PublishError::Usage`]), a sweep id that exists, an unknown baseline,
-/// `--hardware`/`--model-instance` naming records that do not exist or contradict the recipe
-/// ([`PublishError::Refused`]), a file that cannot be written.
+/// Errors: bad ids ([`PublishError::Usage`]), impossible values in the results
+/// ([`servebench_results::check::impossible_values`]), a sweep id that exists, an unknown
+/// baseline, `--hardware`/`--model-instance` naming records that do not exist or contradict the
+/// recipe ([`PublishError::Refused`]), a registry-to-be with new problems on the records it
+/// writes, or a file that cannot be written ([`PublishError::Write`]). Whatever the error, no
+/// file was changed (`reg` in memory may hold the staged records).
 pub fn publish(
     reg: &mut Registry,
     raw: &Value,
@@ -782,13 +789,47 @@ pub fn publish(
             "not a servebench results file: no `metadata` object and `results` list".into(),
         ));
     }
-    if !is_valid_id(Collection::Recipe, &opts.recipe_id) {
-        return Err(PublishError::Usage(format!(
-            "--recipe {:?} is not a recipe id ({})",
-            opts.recipe_id,
-            Collection::Recipe.id_grammar()
+    for (flag, c, id) in [
+        ("--recipe", Collection::Recipe, Some(&opts.recipe_id)),
+        ("--sweep-id", Collection::SpeedSweep, opts.sweep_id.as_ref()),
+        ("--baseline", Collection::SpeedSweep, opts.baseline.as_ref()),
+        (
+            "--hardware",
+            Collection::Hardware,
+            opts.hardware_id.as_ref(),
+        ),
+        (
+            "--model-instance",
+            Collection::ModelInstance,
+            opts.model_instance_id.as_ref(),
+        ),
+    ] {
+        if let Some(id) = id.filter(|id| !is_valid_id(c, id)) {
+            return Err(PublishError::Usage(format!(
+                "{flag} {id:?} is not a {c} id ({})",
+                c.id_grammar()
+            )));
+        }
+    }
+    // Numbers no server can have produced, and timestamps that do not parse, are refused
+    // before anything is built (`servebench validate` reports the same list).
+    let impossible = servebench_results::check::impossible_values(raw);
+    if !impossible.is_empty() {
+        let n = impossible.len();
+        return Err(PublishError::Refused(format!(
+            "the results file has {n} impossible value{} (`servebench validate` lists them): {}",
+            if n == 1 { "" } else { "s" },
+            impossible
+                .iter()
+                .take(5)
+                .map(|p| p.to_string())
+                .collect::<Vec<_>>()
+                .join("; ")
         )));
     }
+    // What the registry reports before this write: the write may add no problem to the files
+    // it touches ([`crate::write::commit`]).
+    let before = crate::validate::validate(reg);
     let md = &results.metadata;
     let measured = measured_at(&results);
     let run_id = if md.run_id.is_empty() {
@@ -950,7 +991,11 @@ pub fn publish(
                     .or_else(|| raw.pointer(&format!("/metadata/{k}")))
                 {
                     if !v.is_null() {
-                        meta.insert(k.into(), v.clone());
+                        // Redacted again: a file written before the current rules (or by
+                        // another tool) may carry credentials.
+                        let mut v = v.clone();
+                        servebench_host::secrets::redact_json(&mut v);
+                        meta.insert(k.into(), v);
                     }
                 }
             }
@@ -1056,6 +1101,13 @@ pub fn publish(
     if let Some(b) = &opts.baseline {
         source["baseline_sweep_id"] = json!(b);
     }
+    // Command lines, arguments and the server URL as recorded, secrets redacted
+    // (`servebench_host::secrets`: flags, URL credentials, environment values).
+    for k in ["command", "run_command", "run_arguments", "server"] {
+        if let Some(v) = source.get_mut(k) {
+            servebench_host::secrets::redact_json(v);
+        }
+    }
     if md.interrupted {
         // Partial results: the cells not reached are `not-run` rows.
         source["interrupted"] = json!(true);
@@ -1103,9 +1155,6 @@ pub fn publish(
         .push((Collection::Recipe, opts.recipe_id.clone()));
     out.written.push((Collection::SpeedSweep, sweep_id.clone()));
     out.written.dedup();
-    for (c, id) in &out.written {
-        reg.write_record(*c, id)
-            .map_err(|e| PublishError::Io(reg.path_for(*c, id).display().to_string(), e))?;
-    }
+    crate::write::commit(reg, &before, &out.written, &[])?;
     Ok(out)
 }

@@ -233,13 +233,18 @@ pub fn status_changes(reg: &Registry) -> Vec<StatusChange> {
         .collect()
 }
 
-/// Recomputes every recipe status in `reg` and writes the recipes that changed (canonical).
-/// Returns the changes.
+/// Recomputes every recipe status in `reg` and writes the recipes that changed (canonical),
+/// through [`crate::write::commit`]: all of them or none. Returns the changes.
 ///
-/// Errors: a recipe file cannot be written.
-pub fn apply(reg: &mut Registry) -> std::io::Result<Vec<StatusChange>> {
+/// Errors: a recipe id that breaks its grammar, a recipe directory out of the registry, a
+/// rewritten recipe with a new problem, or a file that cannot be written
+/// ([`crate::WriteError`]); then no file changed.
+pub fn apply(reg: &mut Registry) -> Result<Vec<StatusChange>, crate::WriteError> {
+    let before = crate::validate::validate(reg);
     let changes = status_changes(reg);
+    let mut writes = Vec::new();
     for c in &changes {
+        crate::write::check_id(Collection::Recipe, &c.recipe_id)?;
         let mut raw = reg
             .get(Collection::Recipe, &c.recipe_id)
             .expect("listed above")
@@ -247,8 +252,9 @@ pub fn apply(reg: &mut Registry) -> std::io::Result<Vec<StatusChange>> {
             .clone();
         raw["status"] = Value::String(c.derived.as_str().into());
         reg.insert(Collection::Recipe, raw)
-            .map_err(std::io::Error::other)?;
-        reg.write_record(Collection::Recipe, &c.recipe_id)?;
+            .expect("a loaded record has a string id");
+        writes.push((Collection::Recipe, c.recipe_id.clone()));
     }
+    crate::write::commit(reg, &before, &writes, &[])?;
     Ok(changes)
 }

@@ -6,6 +6,7 @@
 //! | rule | what |
 //! |---|---|
 //! | `invalid-json`, `not-an-object`, `id-matches-file`, `duplicate-id` | loading (§4.1) |
+//! | `unreadable`, `invalid-utf8`, `not-a-file`, `symlink-outside` | loading: a file that cannot be read, is not UTF-8, is no regular file, or is a symbolic link out of the registry (never followed) |
 //! | `schema` | the collection's JSON Schema (`schema/registry/`) |
 //! | `typed` | the record does not map onto the typed record (should not happen after `schema`) |
 //! | `canonical-format` | the file is not canonically formatted (2-space, sorted keys, newline) |

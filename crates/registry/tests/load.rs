@@ -137,3 +137,87 @@ fn many_files_load_in_order_and_raw_only_keeps_the_json() {
     let taken: Vec<String> = full.into_records().map(|r| r.id).collect();
     assert_eq!(taken.len(), 294);
 }
+
+/// Issue 17 item 3: one non-UTF-8 record, a link to a binary outside the registry, a linked
+/// collection directory outside it and a `.json` directory are problems among others; the
+/// rest is read, and nothing outside the root is followed.
+#[cfg(unix)]
+#[test]
+fn bad_files_and_links_out_are_problems_not_failures() {
+    use std::os::unix::fs::symlink;
+    let dir = tempfile::tempdir().unwrap();
+    let root = dir.path().join("reg");
+    let outside = dir.path().join("outside");
+    std::fs::create_dir_all(root.join("recipe")).unwrap();
+    std::fs::create_dir_all(root.join("model")).unwrap();
+    std::fs::create_dir_all(outside.join("hw")).unwrap();
+    std::fs::write(
+        root.join("recipe/good.json"),
+        json!({"id": "good"}).to_string(),
+    )
+    .unwrap();
+    std::fs::write(
+        root.join("recipe/latin1.json"),
+        b"{\"id\": \"latin1\", \"n\": \"\xe9\"}",
+    )
+    .unwrap();
+    // A binary outside the registry, reached through a link.
+    std::fs::write(outside.join("blob.bin"), [0u8, 159, 146, 150, 255]).unwrap();
+    symlink(outside.join("blob.bin"), root.join("recipe/binary.json")).unwrap();
+    // A well-formed record outside, reached through a link: still not read.
+    std::fs::write(
+        outside.join("secret.json"),
+        json!({"id": "secret"}).to_string(),
+    )
+    .unwrap();
+    symlink(outside.join("secret.json"), root.join("recipe/secret.json")).unwrap();
+    // A link that stays inside is followed.
+    std::fs::write(root.join("model/m.json"), json!({"id": "m"}).to_string()).unwrap();
+    symlink(root.join("model/m.json"), root.join("model/alias.json")).unwrap();
+    symlink("/nonexistent/x.json", root.join("model/dangling.json")).unwrap();
+    std::fs::create_dir_all(root.join("model/folder.json")).unwrap();
+    // A whole collection directory that leads outside.
+    std::fs::write(outside.join("hw/h.json"), json!({"id": "h"}).to_string()).unwrap();
+    symlink(outside.join("hw"), root.join("hardware")).unwrap();
+
+    let reg = Registry::load(&root).expect("bad files do not stop the loader");
+    assert!(reg.get(Collection::Recipe, "good").is_some());
+    assert!(reg.get(Collection::Model, "m").is_some());
+    assert!(
+        reg.get(Collection::Recipe, "secret").is_none(),
+        "not followed"
+    );
+    assert_eq!(
+        reg.count(Collection::Hardware),
+        0,
+        "linked-out directory not read"
+    );
+    let got: Vec<(String, String)> = reg
+        .problems
+        .iter()
+        .map(|p| (p.path.clone(), p.rule.clone()))
+        .collect();
+    for (path, rule) in [
+        ("recipe/latin1.json", "invalid-utf8"),
+        ("recipe/binary.json", "symlink-outside"),
+        ("recipe/secret.json", "symlink-outside"),
+        ("model/dangling.json", "symlink-outside"),
+        ("model/folder.json", "not-a-file"),
+        ("model/alias.json", "id-matches-file"),
+        ("hardware", "symlink-outside"),
+    ] {
+        assert!(
+            got.contains(&(path.to_string(), rule.to_string())),
+            "{path}: {rule} missing from {got:?}"
+        );
+    }
+    // The validator lists them with the rest.
+    let problems = servebench_registry::validate::validate(&reg);
+    assert!(problems.iter().any(|p| p.rule == "invalid-utf8"));
+    assert!(problems
+        .iter()
+        .any(|p| p.path.starts_with("recipe/good.json")));
+    // The server's loader mode too.
+    let raw = Registry::load_with(&root, servebench_registry::LoadOptions::raw_only()).unwrap();
+    assert!(raw.get(Collection::Recipe, "good").is_some());
+}

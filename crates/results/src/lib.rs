@@ -18,6 +18,7 @@ use indexmap::IndexMap;
 use serde::{Deserialize, Serialize};
 use serde_json::Value;
 
+pub mod check;
 mod kinds;
 pub mod task;
 

@@ -1,0 +1,264 @@
+//! Issue 17 items 1–3: registry writes stay inside the registry, are validated before they
+//! happen and change all files or none; `registry validate` and the server's loader survive
+//! bad files.
+
+use std::collections::BTreeMap;
+use std::path::{Path, PathBuf};
+use std::process::{Command, Output};
+
+use serde_json::{json, Value};
+
+const BIN: &str = env!("CARGO_BIN_EXE_servebench");
+
+fn sb(args: &[&str], cwd: &Path) -> Output {
+    let out = Command::new(BIN)
+        .args(args)
+        .current_dir(cwd)
+        .output()
+        .expect("run servebench");
+    eprintln!(
+        "$ servebench {}\n--- stdout\n{}--- stderr\n{}",
+        args.join(" "),
+        String::from_utf8_lossy(&out.stdout),
+        String::from_utf8_lossy(&out.stderr)
+    );
+    out
+}
+
+fn seed() -> String {
+    concat!(
+        env!("CARGO_MANIFEST_DIR"),
+        "/../../tests/data/registry/seed-001-speed-sweep-envelope.json"
+    )
+    .to_string()
+}
+
+/// Every file under `d` (following nothing) with its bytes.
+fn files(d: &Path) -> BTreeMap<PathBuf, Vec<u8>> {
+    let mut out = BTreeMap::new();
+    let Ok(rd) = std::fs::read_dir(d) else {
+        return out;
+    };
+    for e in rd.flatten() {
+        let p = e.path();
+        let t = e.file_type().unwrap();
+        if t.is_dir() {
+            out.extend(files(&p));
+        } else if t.is_file() {
+            out.insert(p.clone(), std::fs::read(&p).unwrap());
+        }
+    }
+    out
+}
+
+fn write_json(p: &Path, v: &Value) {
+    std::fs::write(p, serde_json::to_string(v).unwrap()).unwrap();
+}
+
+#[test]
+fn import_refuses_ids_that_leave_the_registry() {
+    let dir = tempfile::tempdir().unwrap();
+    let d = dir.path().join("a/b");
+    std::fs::create_dir_all(&d).unwrap();
+    let hw = json!({"schema_version": "local-ai-registry/v1", "id": "../../pwned-hw",
+        "memory": {"vram_gb": 1}, "vendor": "x", "kind": "gpu", "accelerator_backend": "cuda"});
+    write_json(&d.join("hw.json"), &hw);
+    // A sweep whose recipe_id climbs out: its drafted recipe would land outside.
+    let mut sweep: Value = serde_json::from_str(&std::fs::read_to_string(seed()).unwrap()).unwrap();
+    sweep["data"]["recipe_id"] = json!("../../../pwned-recipe");
+    write_json(&d.join("sweep.json"), &sweep);
+    for f in ["hw.json", "sweep.json"] {
+        let out = sb(&["registry", "import", f, "--registry", "reg"], &d);
+        assert_eq!(out.status.code(), Some(1), "{f}: refused");
+        let err = String::from_utf8_lossy(&out.stderr);
+        assert!(err.contains("is not valid"), "{err}");
+        assert!(err.contains("nothing was written"), "{err}");
+    }
+    let all = files(dir.path());
+    assert!(
+        all.keys().all(|p| !p.to_string_lossy().contains("pwned")),
+        "{:?}",
+        all.keys()
+    );
+    assert!(
+        files(&d.join("reg")).is_empty(),
+        "nothing written inside either"
+    );
+}
+
+#[test]
+fn import_of_schema_invalid_records_changes_nothing() {
+    let dir = tempfile::tempdir().unwrap();
+    let d = dir.path();
+    assert!(sb(&["registry", "import", &seed(), "--registry", "reg"], d)
+        .status
+        .success());
+    assert!(sb(&["registry", "validate", "reg"], d).status.success());
+    let before = files(&d.join("reg"));
+    // A second sweep for the same recipe, schema-invalid (rows is not a list, an unknown
+    // top-level key in a closed record): the recipe would be edited to link it.
+    let mut bad: Value = serde_json::from_str(&std::fs::read_to_string(seed()).unwrap()).unwrap();
+    bad["data"]["id"] = json!("second-sweep");
+    bad["data"]["rows"] = json!("not rows");
+    bad["data"]["surprise"] = json!(1);
+    write_json(&d.join("bad.json"), &bad);
+    // Two files in one import: the good one is not written either (all or none).
+    let hw = json!({"schema_version": "local-ai-registry/v1", "id": "ok-hw", "name": "x",
+        "memory": {"vram_gb": 24}, "vendor": "nvidia", "kind": "gpu", "accelerator_backend": "cuda"});
+    write_json(&d.join("hw.json"), &hw);
+    let out = sb(
+        &[
+            "registry",
+            "import",
+            "hw.json",
+            "bad.json",
+            "--registry",
+            "reg",
+        ],
+        d,
+    );
+    assert_eq!(out.status.code(), Some(1));
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(err.contains(": schema: "), "{err}");
+    assert!(err.contains("would leave the registry invalid"), "{err}");
+    assert_eq!(files(&d.join("reg")), before, "every file as it was");
+    assert!(sb(&["registry", "validate", "reg"], d).status.success());
+}
+
+fn sim_run(d: &Path) {
+    let run = sb(
+        &[
+            "run",
+            "--concurrency",
+            "1",
+            "--contexts",
+            "256",
+            "--duration",
+            "1",
+            "--stable-seconds",
+            "0.5",
+            "--decode-warmup-seconds",
+            "0",
+            "--cell-pause-seconds",
+            "0",
+            "--max-tokens",
+            "32",
+            "-q",
+            "-o",
+            "run.json",
+        ],
+        d,
+    );
+    assert!(run.status.success());
+}
+
+#[cfg(unix)]
+#[test]
+fn publish_refuses_impossible_results_and_paths_out_before_writing() {
+    let dir = tempfile::tempdir().unwrap();
+    let d = dir.path();
+    sim_run(d);
+    let good: Value =
+        serde_json::from_str(&std::fs::read_to_string(d.join("run.json")).unwrap()).unwrap();
+    for (name, ptr, v) in [
+        ("neg-ttft.json", "/results/0/ttft_p50", json!(-0.004)),
+        (
+            "bad-start.json",
+            "/metadata/started_at",
+            json!("2026-13-45 nope"),
+        ),
+        ("neg-tps.json", "/results/0/aggregate_tps", json!(-12.5)),
+        ("p50-over-p99.json", "/results/0/ttft_p50", json!(99.0)),
+    ] {
+        let mut bad = good.clone();
+        *bad.pointer_mut(ptr).unwrap() = v;
+        write_json(&d.join(name), &bad);
+        let val = sb(&["validate", name], d);
+        assert_eq!(val.status.code(), Some(1), "{name}: validate refuses it");
+        assert!(String::from_utf8_lossy(&val.stderr).contains("impossible value"));
+        let out = sb(&["publish", name, "--registry", "reg", "--recipe", "r1"], d);
+        assert_eq!(out.status.code(), Some(1), "{name}: publish refuses it");
+        assert!(
+            files(&d.join("reg")).is_empty(),
+            "{name}: nothing written before the refusal"
+        );
+    }
+    assert!(sb(&["validate", "run.json"], d).status.success());
+    // Flag ids that are no ids: exit 2, nothing written.
+    for (flag, id) in [
+        ("--recipe", "../../x"),
+        ("--sweep-id", "../x"),
+        ("--hardware", "../x"),
+        ("--model-instance", "a/../../b"),
+    ] {
+        let mut args = vec!["publish", "run.json", "--registry", "reg"];
+        if flag != "--recipe" {
+            args.extend(["--recipe", "r1"]);
+        }
+        args.extend([flag, id]);
+        let out = sb(&args, d);
+        assert_eq!(out.status.code(), Some(2), "{flag} {id}");
+    }
+    assert!(files(&d.join("reg")).is_empty());
+    // A collection directory that is a link out of the registry: refused, nothing outside.
+    let outside = d.join("outside");
+    std::fs::create_dir_all(&outside).unwrap();
+    std::fs::create_dir_all(d.join("reg")).unwrap();
+    std::os::unix::fs::symlink(&outside, d.join("reg/speed-sweep")).unwrap();
+    let out = sb(
+        &["publish", "run.json", "--registry", "reg", "--recipe", "r1"],
+        d,
+    );
+    assert_eq!(out.status.code(), Some(1));
+    assert!(
+        String::from_utf8_lossy(&out.stderr).contains("not inside the registry"),
+        "refused with the reason"
+    );
+    assert!(files(&outside).is_empty(), "nothing written outside");
+    assert!(files(&d.join("reg")).is_empty(), "nor inside");
+    // Without the link the same publish works and validates.
+    std::fs::remove_file(d.join("reg/speed-sweep")).unwrap();
+    let out = sb(
+        &["publish", "run.json", "--registry", "reg", "--recipe", "r1"],
+        d,
+    );
+    assert!(out.status.success());
+}
+
+#[cfg(unix)]
+#[test]
+fn validate_and_the_server_loader_survive_bad_files() {
+    let dir = tempfile::tempdir().unwrap();
+    let d = dir.path();
+    assert!(sb(&["registry", "import", &seed(), "--registry", "reg"], d)
+        .status
+        .success());
+    std::fs::write(
+        d.join("reg/recipe/latin1.json"),
+        b"{\"id\": \"latin1\", \"x\": \"\xe9\"}",
+    )
+    .unwrap();
+    let bin = d.join("blob");
+    std::fs::write(&bin, [0u8, 0xff, 0xfe, 0x80, 0x00]).unwrap();
+    std::os::unix::fs::symlink(&bin, d.join("reg/model/binary.json")).unwrap();
+    let out = sb(&["registry", "validate", "reg"], d);
+    assert_eq!(out.status.code(), Some(1));
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    assert!(
+        stdout.contains("reg/recipe/latin1.json: invalid-utf8: "),
+        "{stdout}"
+    );
+    assert!(
+        stdout.contains("reg/model/binary.json: symlink-outside: "),
+        "{stdout}"
+    );
+    // The other records were still read and checked: the seed's recipe links its sweep.
+    assert_eq!(
+        stdout.lines().count(),
+        2,
+        "only the two bad files: {stdout}"
+    );
+    // `registry serve` loads through the same loader: it starts and serves the rest.
+    let snap = servebench_registry_server::snapshot::load(&d.join("reg")).expect("loads");
+    assert_eq!(snap.problems.len(), 2, "{:?}", snap.problems);
+}

@@ -1,0 +1,213 @@
+//! Values no measurement can have produced, found in a results JSON (beyond its schema).
+//! `servebench validate` reports them and `servebench publish` refuses a file that has any.
+//!
+//! Rules (walked over every object of the file, at any depth):
+//! * **Negative** latency, duration, rate or count: a number < 0 under a key of the TTFT / TTST
+//!   / ITL / E2E / tok/s / window families ([`NON_NEGATIVE_PREFIXES`], keys ending `_tps`,
+//!   `_tok_s`, `_tok_per_sec`) or a count ([`NON_NEGATIVE_COUNTS`]). Offsets such as
+//!   `sent_at_window_s` (a request sent before the window opened) may be negative and are not
+//!   checked.
+//! * **Percentiles out of order**: `<x>_p50` ≤ `<x>_p90` ≤ `<x>_p95` ≤ `<x>_p99` for the
+//!   percentiles present in one object (1e-9 relative slack for rounding).
+//! * **Timestamps that do not parse**: `metadata.started_at` (and any other string
+//!   `metadata.*_at`) must be RFC 3339; `metadata.timestamp` RFC 3339 or an ISO 8601 local
+//!   date-time (`2026-11-29T18:31:53.359135`, what older versions wrote).
+
+use std::fmt;
+
+use serde_json::Value;
+
+/// Key prefixes whose numbers are latencies (s or ms), durations (s) or rates (tok/s, req/s):
+/// never negative.
+pub const NON_NEGATIVE_PREFIXES: [&str; 24] = [
+    "ttft",
+    "client_ttft",
+    "time_to_",
+    "request_latency",
+    "inter_token_latency",
+    "chunk_inter_token_latency",
+    "latency",
+    "tpot",
+    "itl",
+    "e2e",
+    "output_tps",
+    "e2e_output_tps",
+    "aggregate_tps",
+    "per_request_avg_tps",
+    "tok_per_sec",
+    "client_tok_per_sec",
+    "measurement_seconds",
+    "measurement_wall_seconds",
+    "wall_time",
+    "prefill_seconds",
+    "prefill_duration",
+    "warmup_duration",
+    "server_gen_throughput",
+    "server_window_seconds",
+];
+
+/// Count keys (requests, tokens, streams) whose numbers are never negative.
+pub const NON_NEGATIVE_COUNTS: [&str; 12] = [
+    "concurrency",
+    "request_count",
+    "completed_request_count",
+    "num_completed",
+    "num_errors",
+    "client_output_tokens",
+    "output_tokens",
+    "prompt_tokens",
+    "input_tokens",
+    "total_tokens",
+    "context_tokens",
+    "samples",
+];
+
+/// One impossible value: JSON pointer into the file and what is wrong.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct ImpossibleValue {
+    /// JSON pointer (`/results/0/ttft_p50`).
+    pub pointer: String,
+    /// One line.
+    pub message: String,
+}
+
+impl fmt::Display for ImpossibleValue {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(f, "{}: {}", self.pointer, self.message)
+    }
+}
+
+fn must_be_non_negative(key: &str) -> bool {
+    NON_NEGATIVE_COUNTS.contains(&key)
+        || NON_NEGATIVE_PREFIXES.iter().any(|p| key.starts_with(p))
+        || key.ends_with("_tps")
+        || key.ends_with("_tok_s")
+        || key.ends_with("_tok_per_sec")
+}
+
+fn escape(k: &str) -> String {
+    k.replace('~', "~0").replace('/', "~1")
+}
+
+/// Every impossible value in `v` (a results JSON), in document order (rules in the module docs).
+pub fn impossible_values(v: &Value) -> Vec<ImpossibleValue> {
+    let mut out = Vec::new();
+    walk(v, "", &mut out);
+    if let Some(md) = v.get("metadata").and_then(Value::as_object) {
+        for (k, x) in md {
+            let Some(s) = x.as_str() else { continue };
+            let ok = if k == "timestamp" {
+                chrono::DateTime::parse_from_rfc3339(s).is_ok()
+                    || chrono::NaiveDateTime::parse_from_str(s, "%Y-%m-%dT%H:%M:%S%.f").is_ok()
+            } else if k.ends_with("_at") {
+                chrono::DateTime::parse_from_rfc3339(s).is_ok()
+            } else {
+                true
+            };
+            if !ok {
+                out.push(ImpossibleValue {
+                    pointer: format!("/metadata/{}", escape(k)),
+                    message: format!("{s:?} is not an RFC 3339 timestamp"),
+                });
+            }
+        }
+    }
+    out
+}
+
+fn walk(v: &Value, at: &str, out: &mut Vec<ImpossibleValue>) {
+    match v {
+        Value::Object(m) => {
+            for (k, x) in m {
+                if let Some(n) = x.as_f64() {
+                    if n < 0.0 && must_be_non_negative(k) {
+                        out.push(ImpossibleValue {
+                            pointer: format!("{at}/{}", escape(k)),
+                            message: format!("{n} is negative (a latency, rate or count)"),
+                        });
+                    }
+                }
+            }
+            for base in m.keys().filter_map(|k| k.strip_suffix("_p50")) {
+                let pct: Vec<(&str, f64)> = ["p50", "p90", "p95", "p99"]
+                    .into_iter()
+                    .filter_map(|p| {
+                        m.get(&format!("{base}_{p}"))
+                            .and_then(Value::as_f64)
+                            .map(|x| (p, x))
+                    })
+                    .collect();
+                for w in pct.windows(2) {
+                    let ((pa, a), (pb, b)) = (w[0], w[1]);
+                    if a > b + 1e-9 * a.abs().max(b.abs()) {
+                        out.push(ImpossibleValue {
+                            pointer: format!("{at}/{}", escape(&format!("{base}_{pa}"))),
+                            message: format!("{base} {pa} {a} is above {pb} {b}"),
+                        });
+                    }
+                }
+            }
+            for (k, x) in m {
+                walk(x, &format!("{at}/{}", escape(k)), out);
+            }
+        }
+        Value::Array(a) => {
+            for (i, x) in a.iter().enumerate() {
+                walk(x, &format!("{at}/{i}"), out);
+            }
+        }
+        _ => {}
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use serde_json::json;
+
+    #[test]
+    fn finds_negative_out_of_order_and_bad_timestamps() {
+        let v = json!({
+            "metadata": {"started_at": "yesterday", "timestamp": "2026-11-29T18:31:53.359135"},
+            "results": [{
+                "ttft_p50": -0.5, "ttft_p90": 0.2, "ttft_p99": 0.1,
+                "aggregate_tps": -3.0, "num_errors": 0,
+                "request_samples": [{"sent_at_window_s": -0.2, "ttft": 0.1}]
+            }]
+        });
+        let got: Vec<String> = impossible_values(&v)
+            .iter()
+            .map(|p| p.to_string())
+            .collect();
+        assert!(
+            got.iter()
+                .any(|p| p.starts_with("/results/0/ttft_p50: -0.5 is negative")),
+            "{got:?}"
+        );
+        assert!(
+            got.iter()
+                .any(|p| p.starts_with("/results/0/aggregate_tps")),
+            "{got:?}"
+        );
+        assert!(
+            got.iter()
+                .any(|p| p.starts_with("/results/0/ttft_p90: ttft p90 0.2 is above p99 0.1")),
+            "{got:?}"
+        );
+        assert!(
+            got.iter().any(|p| p.starts_with("/metadata/started_at")),
+            "{got:?}"
+        );
+        assert!(
+            !got.iter().any(|p| p.contains("sent_at_window_s")),
+            "{got:?}"
+        );
+        assert!(
+            !got.iter().any(|p| p.starts_with("/metadata/timestamp")),
+            "{got:?}"
+        );
+        assert_eq!(got.len(), 4, "{got:?}");
+        let fine = json!({"metadata": {"started_at": "2026-12-02T05:22:56.673Z"}, "results": [{"ttft_p50": 0.1, "ttft_p90": 0.2, "ttft_p99": 0.2}]});
+        assert!(impossible_values(&fine).is_empty());
+    }
+}
