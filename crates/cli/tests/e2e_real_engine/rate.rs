@@ -192,7 +192,7 @@ fn open_loop_rates_with_slo_against_real_engine() {
     for attempt in 1..=MAX_ATTEMPTS {
         let witness = PauseWitness::start();
         let failures = open_loop_once(&env);
-        let pause = witnessed_pause(witness.finish());
+        let pause = witnessed_pause(witness.finish_ms());
         if failures.is_empty() {
             if !earlier.is_empty() {
                 eprintln!(
