@@ -81,7 +81,8 @@ pub enum Command {
     /// Task profile: a prompt or JSONL dataset with expected answers; completion-token stats,
     /// correctness and the concurrency with the highest system throughput.
     Task(Box<crate::task::TaskArgs>),
-    /// local-ai-registry/v1 records: validate a registry, import records, recompute trust.
+    /// local-ai-registry/v1 records: validate a registry, import records, recompute trust, and
+    /// `registry serve` it (JSON API and site pages).
     Registry(crate::registry_cmd::RegistryArgs),
     /// Turn a results JSON into a local-ai-registry/v1 speed sweep inside a registry (with a
     /// verdict per row), then validate the registry.

@@ -96,11 +96,14 @@ impl Live {
             Live::Dashboard(h) => {
                 let r = tokio::task::spawn_blocking(move || h.join()).await;
                 terminal::restore_terminal();
-                match r {
-                    Ok(Ok(Ok(()))) => {}
-                    Ok(Ok(Err(e))) => eprintln!("servebench: the live dashboard failed: {e}"),
-                    _ => eprintln!("servebench: the live dashboard stopped unexpectedly"),
-                }
+                // Not eprintln!: after a lost terminal stderr may fail (EIO), and a panic here
+                // would lose the final results write.
+                let mut err = std::io::stderr();
+                let _ = match r {
+                    Ok(Ok(Ok(()))) => Ok(()),
+                    Ok(Ok(Err(e))) => writeln!(err, "servebench: the live dashboard failed: {e}"),
+                    _ => writeln!(err, "servebench: the live dashboard stopped unexpectedly"),
+                };
             }
         }
     }

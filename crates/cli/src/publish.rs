@@ -57,7 +57,7 @@ pub fn cmd_publish(a: PublishArgs) -> anyhow::Result<ExitCode> {
             .file_name()
             .map(|f| f.to_string_lossy().into_owned())
             .unwrap_or_default(),
-        command: std::env::args().collect(),
+        command: recorded_command(std::env::args()),
         now: chrono::Utc::now(),
         tool_version: env!("CARGO_PKG_VERSION").into(),
     };
@@ -85,4 +85,21 @@ pub fn cmd_publish(a: PublishArgs) -> anyhow::Result<ExitCode> {
     }
     let problems = validate::validate_dir(&a.registry)?;
     Ok(crate::registry_cmd::report_problems(&a.registry, &problems))
+}
+
+/// The command line recorded in the sweep's provenance: the program as its file name
+/// (`servebench`, not the developer's or CI's build path), the arguments as given.
+fn recorded_command(args: impl Iterator<Item = String>) -> Vec<String> {
+    args.enumerate()
+        .map(|(i, a)| {
+            if i == 0 {
+                std::path::Path::new(&a)
+                    .file_name()
+                    .map(|f| f.to_string_lossy().into_owned())
+                    .unwrap_or(a)
+            } else {
+                a
+            }
+        })
+        .collect()
 }

@@ -90,8 +90,9 @@ pub struct CompareArgs {
     /// Write to this file instead of standard output (an existing file is replaced).
     #[arg(long, short)]
     pub output: Option<PathBuf>,
-    /// Exit with code 4 when any cell's aggregate tok/s is lower than the baseline's by at least
-    /// PCT percent, beyond the noise (for CI regression gates).
+    /// Exit with code 4 when any cell's aggregate tok/s is SLOWER than the baseline's with its
+    /// whole 95 % interval (widened by --noise-pct for run-to-run noise) at or below -PCT percent
+    /// (for CI regression gates).
     #[arg(long, value_name = "PCT", allow_negative_numbers = true)]
     pub fail_if_slower: Option<f64>,
     /// Smallest difference in percent that is marked faster/slower, even when its 95 % interval

@@ -86,7 +86,8 @@ pub fn announce_sim(what: &str) {
 }
 
 /// First signal: record its cause in `skip` and cancel `cancel` (saying `what` happens, when
-/// given); second signal: exit at once with [`EXIT_INTERRUPTED`]. SIGTERM (`timeout`, `docker
+/// given); a second Ctrl-C or SIGTERM: exit at once with [`EXIT_INTERRUPTED`] (a second SIGHUP
+/// is ignored). SIGTERM (`timeout`, `docker
 /// stop`, systemd, Slurm) and SIGHUP (the SSH session or terminal went away) are handled like
 /// Ctrl-C. The messages go to stderr with errors ignored: after a hang-up the terminal is gone,
 /// and a failed print must not stop the partial results.
@@ -102,10 +103,15 @@ pub fn on_interrupt(cancel: CancellationToken, skip: SkipControl, what: Option<&
                 );
             }
             cancel.cancel();
-            if interrupt().await.is_some() {
-                servebench_tui::terminal::restore_terminal();
-                let _ = writeln!(std::io::stderr(), "servebench: aborted");
-                std::process::exit(EXIT_INTERRUPTED as i32);
+            // A hang-up comes more than once (the shell and the kernel both send it when a
+            // terminal closes) and nobody is there to mean "abort": only a second Ctrl-C or
+            // SIGTERM aborts.
+            while let Some(again) = interrupt().await {
+                if again != StopCause::Sighup {
+                    servebench_tui::terminal::restore_terminal();
+                    let _ = writeln!(std::io::stderr(), "servebench: aborted");
+                    std::process::exit(EXIT_INTERRUPTED as i32);
+                }
             }
         }
     });

@@ -1026,3 +1026,14 @@ fn sim_command_prints_the_bound_address() {
     assert_ok_cell(&v, 1, 0);
     sim_out.expect_code(0);
 }
+
+#[test]
+fn top_level_help_names_registry_serve() {
+    let o = std::process::Command::new(env!("CARGO_BIN_EXE_servebench"))
+        .arg("--help")
+        .output()
+        .expect("run servebench --help");
+    assert!(o.status.success());
+    let text = String::from_utf8_lossy(&o.stdout);
+    assert!(text.contains("registry serve"), "{text}");
+}

@@ -381,3 +381,120 @@ fn dashboard_ctrl_c_stops_and_restores_the_terminal() {
     assert_eq!(v["metadata"]["interrupted"], true);
     assert_eq!(v["results"][0]["status"], "skipped_user");
 }
+
+/// Whether process `pid` is gone (or a zombie nobody reaped yet: it has exited).
+fn process_gone(pid: i32) -> bool {
+    match std::fs::read_to_string(format!("/proc/{pid}/stat")) {
+        Err(_) => true,
+        Ok(s) => s
+            .rsplit_once(") ")
+            .is_some_and(|(_, rest)| rest.starts_with('Z') || rest.starts_with('X')),
+    }
+}
+
+/// Starts `servebench run` as the tmux pane's own process (`exec`, after `prelude` in the
+/// shell), with the live dashboard on, then kills the whole tmux server while cell 1's window
+/// runs, as closing the terminal window or losing the SSH link does. The process must be gone
+/// within a few seconds and its results file final (`interrupted`, the cause in the reasons).
+fn kill_the_terminal(name: &str, prelude: &str) -> Value {
+    let sim = sim();
+    let dir = tempfile::tempdir().expect("tempdir");
+    let out = dir.path().join("r.json");
+    let args = run_args(&sim.base_url(), &out, "60", "1,2");
+    let d = dir.path().to_str().unwrap();
+    let cmd = format!(
+        "{prelude} cd {dir}; echo $$ > {dir}/pid; exec env -u CI HOME={dir} \
+         XDG_CACHE_HOME={dir}/cache {bin} {args} 2>{dir}/stderr",
+        dir = sh_quote(d),
+        bin = sh_quote(BIN),
+        args = args
+            .iter()
+            .map(|a| sh_quote(a))
+            .collect::<Vec<_>>()
+            .join(" "),
+    );
+    let tmux = Tmux {
+        socket: format!("servebench-test-{name}-{}", std::process::id()),
+    };
+    let o = tmux.cmd(&[
+        "new-session",
+        "-d",
+        "-s",
+        "sb",
+        "-x",
+        "120",
+        "-y",
+        "40",
+        "sh",
+        "-c",
+        &cmd,
+    ]);
+    assert!(o.status.success(), "tmux new-session: {o:?}");
+    tmux.wait_for("cell 1's window", Duration::from_secs(60), |s| {
+        s.contains("cell 1/2 C=1 ctx=0") && s.contains("window [")
+    });
+    let pid: i32 = std::fs::read_to_string(dir.path().join("pid"))
+        .expect("pid file")
+        .trim()
+        .parse()
+        .expect("pid");
+    let _ = tmux.cmd(&["kill-server"]);
+    let killed = Instant::now();
+    // A few seconds on an idle machine; the bound leaves room for a loaded one.
+    while !process_gone(pid) && killed.elapsed() < Duration::from_secs(30) {
+        std::thread::sleep(Duration::from_millis(100));
+    }
+    let gone = process_gone(pid);
+    if !gone {
+        // SAFETY: kill(2) on the process this test started.
+        unsafe {
+            libc::kill(pid, libc::SIGKILL);
+        }
+    }
+    let stderr = std::fs::read_to_string(dir.path().join("stderr")).unwrap_or_default();
+    assert!(
+        gone,
+        "servebench still running 30 s after its terminal was killed; stderr:\n{stderr}"
+    );
+    assert!(!stderr.contains("panicked"), "{stderr}");
+    let v = results(&out);
+    assert_eq!(v["run_state"], "interrupted", "final state");
+    assert_eq!(v["metadata"]["interrupted"], true);
+    let cells = v["results"].as_array().expect("results");
+    assert_eq!(cells.len(), 2, "every planned cell is exported");
+    for c in cells {
+        assert_eq!(c["status"], "skipped_user", "{c}");
+    }
+    v
+}
+
+#[test]
+fn killing_the_terminal_ends_the_run_with_final_results() {
+    if !Tmux::available() {
+        println!("SKIPPED: tmux is not installed (the dashboard end-to-end test needs it)");
+        return;
+    }
+    let v = kill_the_terminal("hup", "");
+    let reason = v["results"][0]["status_reason"]
+        .as_str()
+        .unwrap_or_default();
+    assert!(
+        reason.contains("SIGHUP") || reason.contains("the terminal went away"),
+        "{reason}"
+    );
+}
+
+#[test]
+fn a_lost_terminal_ends_the_run_even_when_sighup_is_ignored() {
+    if !Tmux::available() {
+        println!("SKIPPED: tmux is not installed (the dashboard end-to-end test needs it)");
+        return;
+    }
+    // SIGHUP ignored (inherited, as under `trap '' HUP`): only the dead terminal (end of file or
+    // EIO on it) can tell the dashboard.
+    let v = kill_the_terminal("eof", "trap '' HUP;");
+    let reason = v["results"][0]["status_reason"]
+        .as_str()
+        .unwrap_or_default();
+    assert!(reason.contains("the terminal went away"), "{reason}");
+}

@@ -133,6 +133,8 @@ fn simulator_run_publishes_into_a_valid_registry() {
             "burst_e2e"
         ]
     );
+    // The program is recorded by name, never the build path it ran from.
+    assert_eq!(sweep.raw["source"]["command"][0], "servebench");
     let bytes = std::fs::read(d.join("run.json")).unwrap();
     assert_eq!(
         sweep.raw["source"]["results_sha256"],

@@ -282,6 +282,9 @@ pub enum StopCause {
     Sighup,
     /// The live view's `q` key.
     QuitKey,
+    /// The live dashboard's terminal went away without a signal reaching servebench (end of
+    /// file, an I/O error or a hang-up on the terminal: a dead parent pty).
+    TerminalLost,
 }
 
 impl StopCause {
@@ -292,6 +295,7 @@ impl StopCause {
             StopCause::Sigterm => "SIGTERM",
             StopCause::Sighup => "SIGHUP",
             StopCause::QuitKey => "key q in the live view",
+            StopCause::TerminalLost => "the terminal went away",
         }
     }
 }

@@ -405,7 +405,7 @@ async fn goodput_attempt() -> Vec<Miss> {
     eprintln!(
         "goodput {:?} req/s ({good:.0} good), truth {:.3} req/s ({good_truth} good, {straddle} straddling a threshold), attainment {:?}, slo met {:?}",
         r.goodput,
-        good_truth / span,
+        good_truth / n * r.schedule_rate.unwrap_or(0.0),
         r.slo_attainment,
         r.slo_met
     );
@@ -418,7 +418,17 @@ async fn goodput_attempt() -> Vec<Miss> {
         good <= good_truth && good_truth - good <= straddle,
         "good {good} vs truth {good_truth} ({straddle} straddle a threshold)"
     );
-    assert!((r.goodput.unwrap() - good / span).abs() < 1e-9);
+    // Goodput is over the schedule's span (its own rate), the drain apart.
+    let rate = r.schedule_rate.unwrap();
+    assert!((r.goodput.unwrap() - good / n * rate).abs() < 1e-9);
+    let last_intended = outcomes.iter().map(|o| o.intended_at).max().unwrap();
+    let end = outcomes
+        .iter()
+        .map(|o| o.stream.record.end_at)
+        .max()
+        .unwrap();
+    assert!((r.drain_s.unwrap() - secs(last_intended, end)).abs() < 1e-9);
+    assert!(span > 0.0);
     // The row's percentile verdicts agree with the truth's percentiles, when the truth's are
     // clear of the thresholds by more than the client's worst excess of this attempt.
     let tt: Vec<f64> = pairs.iter().map(|p| p.0).collect();
@@ -520,6 +530,19 @@ async fn the_runner_checkpoints_rows_and_counts_unsent_arrivals() {
         (10, 20)
     );
     assert!(rows[1].slo_met == Some(true) && rows[1].goodput.unwrap() > 0.0);
+    // Every scheduled request good: goodput is the schedule's own rate, whatever the drain
+    // after its last arrival (it read 54 req/s against 63 achieved when divided by a span that
+    // included the drain).
+    let (good, att, sched) = (
+        rows[1].goodput.unwrap(),
+        rows[1].slo_attainment.unwrap(),
+        rows[1].schedule_rate.unwrap(),
+    );
+    assert!(
+        (good - att * sched).abs() < 1e-9,
+        "goodput {good} vs {att} x schedule rate {sched}"
+    );
+    assert!(rows[1].drain_s.unwrap() > 0.0);
     assert_eq!(rows[2].status, Some(CellStatus::SkippedContext));
     assert!(rows[2]
         .status_reason

@@ -39,7 +39,7 @@ use std::collections::BTreeMap;
 
 use chrono::{DateTime, Utc};
 use serde_json::{json, Map, Value};
-use servebench_results::{CellResult, CellStatus, PrefillRow, Results};
+use servebench_results::{CellResult, CellStatus, PrefillRow, RateRow, RateSummary, Results};
 
 use crate::draft::{self, DraftSource, HardwareFacts, RecipeDraft};
 use crate::metrics;
@@ -496,6 +496,110 @@ fn cell_row(c: &CellResult, layer: Layer, max_tokens: u64) -> RowBuild {
     }
 }
 
+/// A `request-rate` row from one open-loop row (`rate_results[]`, docs/registry.md "Rows"):
+/// `decode_tok_s` = the row's output tok/s, `ttft_ms_p50` from the send time, `samples` =
+/// completed requests, `elapsed_s` = the arrival schedule's length, `decode_tok_s_per_stream`
+/// = 1 / median per-request ITL; `concurrency` = the client's `--max-concurrency` cap (null
+/// when uncapped: an open-loop row has no fixed C). The offered rate, arrival process, achieved
+/// rate, goodput, SLO attainment and the request counts go into the row's extra fields.
+fn rate_row(r: &RateRow, max_tokens: u64) -> RowBuild {
+    let status = r.status.unwrap_or(if r.requests_completed > 0 {
+        CellStatus::Ok
+    } else {
+        CellStatus::Error
+    });
+    let ok = status == CellStatus::Ok;
+    let rate = if ok { r.output_tps } else { None };
+    let p = |s: Option<RateSummary>, f: fn(&RateSummary) -> f64| s.map(|s| f(&s));
+    let mut extra = Map::new();
+    extra.insert("layer".into(), json!(Layer::RequestRate.as_str()));
+    extra.insert("context_label_tokens".into(), json!(r.context_tokens));
+    extra.insert("cell_status".into(), json!(status.as_str()));
+    if let Some(why) = r.status_reason.as_deref().filter(|s| !s.is_empty()) {
+        extra.insert("cell_status_reason".into(), json!(why));
+    }
+    for (k, v) in [
+        ("request_rate_per_s", json!(r.offered_rate)),
+        ("arrival", json!(r.arrival.as_str())),
+        ("burstiness", json!(r.burstiness)),
+        ("max_concurrency", json!(r.max_concurrency)),
+        ("seed", json!(r.seed)),
+        ("schedule_rate_per_s", json!(r.schedule_rate)),
+        ("achieved_rate_per_s", json!(r.achieved_rate)),
+        ("completed_rate_per_s", json!(r.completed_rate)),
+        ("goodput_req_per_s", json!(r.goodput)),
+        ("slo_attainment", json!(r.slo_attainment)),
+        ("slo_met", json!(r.slo_met)),
+        ("requests_scheduled", json!(r.requests_scheduled)),
+        ("requests_sent", json!(r.requests_sent)),
+        ("requests_completed", json!(r.requests_completed)),
+        ("requests_failed", json!(r.requests_failed)),
+        ("requests_cut", json!(r.requests_cut)),
+        ("requests_not_sent", json!(r.requests_not_sent)),
+        ("ttft_ms_p90", json!(ms(p(r.ttft, |s| s.p90)))),
+        ("ttft_ms_p99", json!(ms(p(r.ttft, |s| s.p99)))),
+        (
+            "ttft_from_intended_ms_p99",
+            json!(ms(p(r.ttft_from_intended, |s| s.p99))),
+        ),
+        ("itl_ms_p50", json!(ms(p(r.itl, |s| s.p50)))),
+        ("tpot_ms_p50", json!(ms(p(r.tpot, |s| s.p50)))),
+        ("e2e_s_p99", json!(p(r.e2e, |s| s.p99))),
+        ("search_step", json!(r.search_step)),
+    ] {
+        if !v.is_null() {
+            extra.insert(k.into(), v);
+        }
+    }
+    extra.insert(
+        "cache_evidence".into(),
+        json!("rate rows keep no per-request cached-token counts; warm-prefix as for the decode layers (shared prefix per context)"),
+    );
+    let itl_p50 = p(r.itl, |s| s.p50).filter(|x| *x > 0.0);
+    let row = SweepRow {
+        status: String::new(),
+        concurrency: r.max_concurrency,
+        context_tokens: Some(r.context_tokens),
+        output_tokens: Some(max_tokens).filter(|m| *m > 0),
+        prefill_tok_s: None,
+        decode_tok_s: rate.map(|x| round(x, 4)),
+        ttft_ms_p50: ms(p(r.ttft, |s| s.p50)),
+        peak_vram_gb: None,
+        samples: Some(r.requests_completed).filter(|n| *n > 0),
+        decode_tok_s_per_stream: if ok {
+            itl_p50.map(|x| round(1.0 / x, 4))
+        } else {
+            None
+        },
+        engine_decode_tok_s: None,
+        elapsed_s: Some(round(r.duration, 6)).filter(|d| *d > 0.0),
+        ttft_ms_p95: None,
+        cache_hit_rate: None,
+        device_cache_hit_tokens: None,
+        prefill_compute_tokens: None,
+        output_tokens_per_minute: rate.map(|x| round(x * 60.0, 3)),
+        total_api_tokens_per_minute: None,
+        verdict: None,
+        extra,
+    };
+    let facts = CellFacts {
+        status,
+        status_reason: r.status_reason.clone().unwrap_or_default(),
+        rate,
+        concurrency: r.max_concurrency.unwrap_or(0),
+        ..CellFacts::default()
+    };
+    RowBuild {
+        layer: Layer::RequestRate,
+        concurrency: r.max_concurrency.unwrap_or(0),
+        context_label: r.context_tokens,
+        row,
+        facts,
+        cache: CacheTag::WarmPrefix,
+        profile: profile::REQUEST_RATE,
+    }
+}
+
 fn prefill_row(label: &str, p: &PrefillRow, warm: bool) -> RowBuild {
     let ctx_label: u64 = label.trim().parse().unwrap_or(0);
     let status = p.status.unwrap_or(if p.tok_per_sec.is_some() {
@@ -597,7 +701,7 @@ fn prefill_row(label: &str, p: &PrefillRow, warm: bool) -> RowBuild {
 /// sweep keyed by (layer, C, context label) → rate, and its id).
 pub fn build_rows(
     results: &Results,
-    raw: &Value,
+    _raw: &Value,
     baseline: Option<(&str, &BaselineRates)>,
 ) -> Vec<SweepRow> {
     let max_tokens = results.metadata.max_tokens;
@@ -614,20 +718,8 @@ pub fn build_rows(
     for c in &results.burst_results {
         builds.push(cell_row(c, Layer::BurstE2e, max_tokens));
     }
-    // Request-rate cells: read defensively (the field may not exist yet).
-    if let Some(rates) = raw.get("rate_results").and_then(Value::as_array) {
-        for r in rates {
-            if let Ok(c) = serde_json::from_value::<CellResult>(r.clone()) {
-                let mut b = cell_row(&c, Layer::RequestRate, max_tokens);
-                for k in ["request_rate", "target_rate", "rate"] {
-                    if let Some(v) = r.get(k).filter(|v| v.is_number()) {
-                        b.row.extra.insert("request_rate_per_s".into(), v.clone());
-                        break;
-                    }
-                }
-                builds.push(b);
-            }
-        }
+    for r in &results.rate_results {
+        builds.push(rate_row(r, max_tokens));
     }
     builds
         .into_iter()

@@ -293,12 +293,45 @@ fn results() -> Value {
         skipped,
     ];
     r.burst_results = vec![cell(2, 512, 190.0)];
-    let mut v = serde_json::to_value(&r).unwrap();
-    // A future layer: rate_results (read defensively).
-    let mut rate = serde_json::to_value(cell(1, 512, 95.0)).unwrap();
-    rate["request_rate"] = json!(2.0);
-    v["rate_results"] = json!([rate]);
-    v
+    r.rate_results = vec![rate_row(512, 2.0, 95.0)];
+    serde_json::to_value(&r).unwrap()
+}
+
+/// An ok open-loop row at `rate` req/s on context `ctx` with `tps` output tok/s, as
+/// `servebench run --request-rate` writes it.
+fn rate_row(ctx: u64, rate: f64, tps: f64) -> servebench_results::RateRow {
+    let summary = |p50: f64| servebench_results::RateSummary {
+        count: 120,
+        avg: p50,
+        p50,
+        p90: p50 * 1.3,
+        p99: p50 * 1.8,
+        ..Default::default()
+    };
+    servebench_results::RateRow {
+        context_tokens: ctx,
+        offered_rate: rate,
+        arrival: servebench_results::ArrivalProcess::Poisson,
+        burstiness: Some(1.0),
+        duration: 60.0,
+        seed: 7,
+        requests_scheduled: 120,
+        requests_sent: 120,
+        requests_completed: 120,
+        schedule_rate: Some(rate),
+        achieved_rate: Some(rate),
+        completed_rate: Some(rate * 0.95),
+        ttft: Some(summary(0.030)),
+        ttft_from_intended: Some(summary(0.031)),
+        itl: Some(summary(0.012)),
+        tpot: Some(summary(0.012)),
+        e2e: Some(summary(0.8)),
+        e2e_from_intended: Some(summary(0.8)),
+        output_tokens: 7680,
+        output_tps: Some(tps),
+        status: Some(CellStatus::Ok),
+        ..Default::default()
+    }
 }
 
 fn opts(recipe: &str) -> PublishOptions {
@@ -648,4 +681,51 @@ fn hardware_and_model_instance_flags_name_existing_records() {
         "{e}"
     );
     assert!(!dir.path().join("speed-sweep/third.json").exists());
+}
+
+#[test]
+fn a_rate_only_run_publishes_request_rate_rows_and_validates() {
+    // `servebench run --request-rate 2,4 --contexts 512`: no matrix cells, no prefill rows.
+    let mut v = results();
+    v["results"] = json!([]);
+    v["burst_results"] = json!([]);
+    v["prefill"] = json!({});
+    v["prefill_warm"] = json!({});
+    let mut slow = rate_row(512, 4.0, 180.0);
+    slow.goodput = Some(3.9);
+    slow.slo_attainment = Some(0.98);
+    let mut cut = rate_row(512, 8.0, 0.0);
+    cut.status = Some(CellStatus::SkippedUser);
+    cut.status_reason = Some("interrupted by the user (Ctrl-C)".into());
+    cut.output_tps = None;
+    v["rate_results"] = json!([rate_row(512, 2.0, 95.0), slow, cut]);
+    let dir = tempfile::tempdir().unwrap();
+    let mut reg = Registry::load(dir.path()).unwrap();
+    let out = publish(&mut reg, &v, &opts("qwen3-0-6b-rtx4090-vllm")).expect("publishes");
+    let reg = Registry::load(dir.path()).unwrap();
+    let problems = validate::validate(&reg);
+    assert!(problems.is_empty(), "{problems:#?}");
+    let s = reg.sweep(&out.sweep_id).unwrap();
+    let statuses: Vec<&str> = s.rows.iter().map(|r| r.status.as_str()).collect();
+    assert_eq!(
+        statuses,
+        [
+            "accepted-warm-prefix-request-rate",
+            "accepted-warm-prefix-request-rate",
+            "not-run",
+        ]
+    );
+    let row = &s.rows[1];
+    assert_eq!(row.extra["layer"], "request_rate");
+    assert_eq!(row.extra["request_rate_per_s"], 4.0);
+    assert_eq!(row.extra["arrival"], "poisson");
+    assert_eq!(row.extra["goodput_req_per_s"], 3.9);
+    assert_eq!(row.decode_tok_s, Some(180.0));
+    assert_eq!(row.ttft_ms_p50, Some(30.0));
+    assert_eq!(row.samples, Some(120));
+    assert_eq!(row.context_tokens, Some(512));
+    assert_eq!(
+        s.rows[2].extra["cell_status_reason"],
+        "interrupted by the user (Ctrl-C)"
+    );
 }

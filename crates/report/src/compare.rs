@@ -23,8 +23,17 @@
 //! * `none`: neither is available (or the row is one sample, as prefill rows are): no interval,
 //!   and the difference is never marked as significant.
 //!
-//! A difference is marked (`faster` / `slower`) when its interval excludes 0 and its size is at
-//! least `noise_pct` (default 2 %).
+//! **Run-to-run noise.** Each side is one run, so the intervals above see only the variation
+//! inside a run. For the verdict the interval is widened by ± `noise_pct` (default 2 %), the
+//! run-to-run allowance ([`single_run_interval`]); the widened interval is the one shown.
+//!
+//! **Verdicts** ([`verdict_for`]): `same` when the change is under `noise_pct`; `unclear` when
+//! it is larger but the interval spans 0 (so a large change never reads "same"); `needs
+//! repeats` when the interval excludes 0 but A or B flagged its own machine as busy (a client
+//! tick late by ≥ [`BUSY_TICK_LAG_MS`]): a single run on a busy machine cannot carry a verdict;
+//! otherwise `faster` / `SLOWER` by the sign. [`Comparison::slower_than`] (the
+//! `--fail-if-slower` gate) counts a cell only when the whole widened interval lies at or below
+//! −PCT, so two runs of the same build differing by their run-to-run noise do not fail it.
 
 use std::fmt::Write as _;
 
@@ -99,6 +108,12 @@ pub enum Verdict {
     Same,
     /// No interval, so no verdict (one sample per cell, or no samples and no spread).
     Unknown,
+    /// The change is at least the noise threshold but its interval spans 0: neither faster
+    /// nor the same.
+    Unclear,
+    /// The interval excludes 0, but a single run on a machine the run itself flagged as busy
+    /// cannot tell a change from run-to-run noise: repeat the runs.
+    NeedsRepeats,
     /// The value is missing in A or B.
     Missing,
 }
@@ -111,6 +126,8 @@ impl Verdict {
             Verdict::Slower => "SLOWER",
             Verdict::Same => "same (within noise)",
             Verdict::Unknown => "unknown (no interval)",
+            Verdict::Unclear => "unclear (interval spans 0)",
+            Verdict::NeedsRepeats => "needs repeats (busy machine)",
             Verdict::Missing => "-",
         }
     }
@@ -122,6 +139,8 @@ impl Verdict {
             Verdict::Slower => "SLOWER",
             Verdict::Same => "same",
             Verdict::Unknown => "unknown",
+            Verdict::Unclear => "unclear",
+            Verdict::NeedsRepeats => "needs repeats",
             Verdict::Missing => "-",
         }
     }
@@ -142,6 +161,16 @@ pub struct Diff {
     pub method: IntervalMethod,
     /// Better, worse or the same beyond the noise.
     pub verdict: Verdict,
+}
+
+impl Diff {
+    /// B is worse than A by at least `pct` % beyond the noise: verdict `SLOWER` and the whole
+    /// interval at or below −`pct` (higher-is-better metrics; for lower-is-better ones, at or
+    /// above +`pct`).
+    pub fn slower_beyond(&self, pct: f64) -> bool {
+        self.verdict == Verdict::Slower
+            && self.ci_pct.is_some_and(|(lo, hi)| hi <= -pct || lo >= pct)
+    }
 }
 
 /// One joined cell.
@@ -181,11 +210,12 @@ pub struct Comparison {
 }
 
 impl Comparison {
-    /// Cells whose aggregate tok/s is lower beyond the noise by at least `pct` %.
+    /// Cells whose aggregate tok/s is lower beyond the noise by at least `pct` %: verdict
+    /// `SLOWER` and the whole 95 % interval (widened for run-to-run noise) at or below −`pct`.
     pub fn slower_than(&self, pct: f64) -> Vec<&CellDiff> {
         self.cells
             .iter()
-            .filter(|c| c.tps.verdict == Verdict::Slower && c.tps.pct.is_some_and(|p| p <= -pct))
+            .filter(|c| c.tps.slower_beyond(pct))
             .collect()
     }
 }
@@ -286,7 +316,30 @@ fn spread_rel_se(p50: Option<f64>, p90: Option<f64>, center: f64, n: u64) -> Opt
     Some(sigma / (n as f64).sqrt() / center)
 }
 
-fn verdict(pct: Option<f64>, ci: Option<(f64, f64)>, better: Better, noise: f64) -> Verdict {
+/// Client monitor-tick lag, ms, from which a run flags its machine as busy (the threshold of
+/// the cell warning in `servebench_core::cell::tick_lag_warning`).
+pub const BUSY_TICK_LAG_MS: f64 = 50.0;
+
+/// The interval of a single-run comparison for its verdict: the within-run 95 % interval
+/// `ci` (%, of B / A − 1) widened by ± `allowance_pct` (%), the run-to-run noise that a
+/// within-run interval cannot see.
+pub fn single_run_interval(ci: (f64, f64), allowance_pct: f64) -> (f64, f64) {
+    let a = allowance_pct.max(0.0);
+    (ci.0 - a, ci.1 + a)
+}
+
+/// The verdict of a change `pct` (%, (B − A) / A) with its 95 % interval `ci` (%), for a metric
+/// better `better`, a noise threshold `noise` (%), and `busy`: A or B flagged its machine as
+/// busy. Missing without `pct`, unknown without `ci`; `same` under the threshold; `unclear` when
+/// the interval spans 0; `needs repeats` on a busy machine; else faster / SLOWER by the sign,
+/// so the word never contradicts the sign of the change.
+pub fn verdict_for(
+    pct: Option<f64>,
+    ci: Option<(f64, f64)>,
+    better: Better,
+    noise: f64,
+    busy: bool,
+) -> Verdict {
     let (Some(p), Some((lo, hi))) = (pct, ci) else {
         return if pct.is_some() {
             Verdict::Unknown
@@ -294,14 +347,26 @@ fn verdict(pct: Option<f64>, ci: Option<(f64, f64)>, better: Better, noise: f64)
             Verdict::Missing
         };
     };
-    let beyond = (lo > 0.0 || hi < 0.0) && p.abs() >= noise;
-    if !beyond {
+    if p.abs() < noise {
         return Verdict::Same;
+    }
+    if lo <= 0.0 && hi >= 0.0 {
+        return Verdict::Unclear;
+    }
+    if busy {
+        return Verdict::NeedsRepeats;
     }
     match (p > 0.0, better) {
         (true, Better::Higher) | (false, Better::Lower) => Verdict::Faster,
         _ => Verdict::Slower,
     }
+}
+
+/// Whether the cell's run flagged its machine as busy (a client tick ≥ [`BUSY_TICK_LAG_MS`]
+/// late).
+fn busy(c: &CellResult) -> bool {
+    c.client_max_tick_lag_ms
+        .is_some_and(|ms| ms >= BUSY_TICK_LAG_MS)
 }
 
 fn ok(c: Option<&CellResult>) -> Option<&CellResult> {
@@ -393,13 +458,15 @@ fn diff_metric(
             }
         }
     }
+    let ci = ci.map(|ci| single_run_interval(ci, opts.noise_pct));
+    let busy = ca.is_some_and(busy) || cb.is_some_and(busy);
     Diff {
         a: va,
         b: vb,
         pct,
         ci_pct: ci,
         method,
-        verdict: verdict(pct, ci, better, opts.noise_pct),
+        verdict: verdict_for(pct, ci, better, opts.noise_pct, busy),
     }
 }
 
@@ -673,10 +740,13 @@ fn method_note(opts: &CompareOptions) -> String {
         "Δ = (B − A) / A. 95% interval: \"request bootstrap\" = {} resamples of each cell's requests \
          (aggregate tok/s scaled by 1 / the mean per-token ITL of the requests; TTFT and ITL by their median); \
          \"spread estimate\" = normal approximation from the stored p50/p90 and request counts (no request samples in the file); \
-         \"no interval\" = neither is available (prefill rows are one sample). A difference is marked faster/SLOWER \
-         when its interval excludes 0 and it is at least {}% (run-to-run noise the interval cannot see).",
+         \"no interval\" = neither is available (prefill rows are one sample). One run per side: each interval is widened by \
+         ±{n}% for the run-to-run noise a within-run interval cannot see. A difference is marked faster/SLOWER when it is at least \
+         {n}% and its interval excludes 0; \"unclear\" when it is that large but the interval spans 0; \"needs repeats\" when A or B \
+         flagged its machine as busy (client tick ≥ {busy} ms late). --fail-if-slower PCT counts a SLOWER cell whose whole interval is at or below -PCT.",
         opts.resamples,
-        crate::cells::fmt_num(opts.noise_pct)
+        n = crate::cells::fmt_num(opts.noise_pct),
+        busy = BUSY_TICK_LAG_MS
     )
 }
 

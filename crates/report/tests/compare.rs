@@ -132,3 +132,58 @@ fn text_and_markdown_golden() {
     insta::assert_snapshot!("compare_text", render_text(&cmps, &opts));
     insta::assert_snapshot!("compare_md", render_markdown(&cmps, &opts));
 }
+
+#[test]
+fn run_to_run_noise_does_not_fail_the_gate() {
+    // Two runs of the same build: B 5 % (and 2.4 %) lower with a tight within-run interval, as
+    // happens a minute apart on a loaded machine. The within-run interval cannot see that
+    // noise; `--fail-if-slower 5` (and 2 for the 2.4 % case) must not fire.
+    let a = common::full();
+    for (f, gate) in [(0.95, 5.0), (0.976, 2.0)] {
+        let b = scaled(&a, f);
+        let cmp = compare(("a", &a), ("b", &b), &CompareOptions::default());
+        assert!(
+            cmp.slower_than(gate).is_empty(),
+            "x{f} fails --fail-if-slower {gate}: {:?}",
+            cmp.slower_than(gate)
+                .iter()
+                .map(|d| (d.concurrency, d.context, d.tps.pct, d.tps.ci_pct))
+                .collect::<Vec<_>>()
+        );
+    }
+    // A real 20 % regression still fails a 5 % gate.
+    let b = scaled(&a, 0.8);
+    let cmp = compare(("a", &a), ("b", &b), &CompareOptions::default());
+    assert!(!cmp.slower_than(5.0).is_empty());
+}
+
+#[test]
+fn a_busy_machine_needs_repeats_instead_of_a_verdict() {
+    let a = common::full();
+    let mut b = scaled(&a, 0.8);
+    for c in b.results.iter_mut().chain(b.burst_results.iter_mut()) {
+        c.client_max_tick_lag_ms = Some(180.0);
+    }
+    let cmp = compare(("a", &a), ("b", &b), &CompareOptions::default());
+    let d = sustained(&cmp, 4, 0);
+    assert_eq!(d.tps.verdict, Verdict::NeedsRepeats);
+    assert_eq!(d.tps.verdict.as_str(), "needs repeats (busy machine)");
+    assert!(cmp.slower_than(5.0).is_empty());
+}
+
+#[test]
+fn words_agree_with_signs() {
+    use servebench_report::compare::{verdict_for, Better};
+    // "-38.9 % (same)": a large change whose interval spans 0 is unclear, not the same.
+    let v = verdict_for(Some(-38.9), Some((-70.0, 12.0)), Better::Lower, 2.0, false);
+    assert_eq!(v, Verdict::Unclear);
+    assert_eq!(v.short(), "unclear");
+    assert_eq!(
+        verdict_for(Some(-8.7), Some((-12.0, -5.0)), Better::Lower, 2.0, false),
+        Verdict::Faster
+    );
+    assert_eq!(
+        verdict_for(Some(1.0), Some((-3.0, 5.0)), Better::Lower, 2.0, false),
+        Verdict::Same
+    );
+}

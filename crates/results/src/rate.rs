@@ -177,9 +177,14 @@ pub struct RateRow {
     pub output_tps: Option<f64>,
     /// The SLOs the row was judged against (`--slo`); empty without `--slo`.
     pub slo: Vec<SloCheck>,
-    /// Completed requests that met every per-request SLO, divided by the row's time span
-    /// (last end − first intended send), req/s. Null without `--slo`.
+    /// Good requests per second of the arrival schedule: `slo_attainment × schedule_rate`
+    /// (req/s), so a row where every scheduled request met its SLOs has the schedule's own rate
+    /// as goodput; the drain after the last arrival is not in the span (see [`RateRow::drain_s`]).
+    /// One-arrival rows: good requests / (last end − first intended send). Null without `--slo`.
     pub goodput: Option<f64>,
+    /// The drain: last request end − last intended send, s (how long the row ran on after its
+    /// schedule's last arrival). Null when nothing was sent.
+    pub drain_s: Option<f64>,
     /// Fraction of **scheduled** arrivals that completed and met every per-request SLO (0–1);
     /// unsent and failed requests count as misses. Null without `--slo`.
     pub slo_attainment: Option<f64>,

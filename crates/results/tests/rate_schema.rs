@@ -89,6 +89,7 @@ fn full_row() -> RateRow {
             met: true,
         }],
         goodput: Some(8.5),
+        drain_s: Some(1.2),
         slo_attainment: Some(0.9),
         slo_met: Some(true),
         search_step: Some(2),

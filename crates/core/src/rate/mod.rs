@@ -569,6 +569,10 @@ pub fn fold_row(
         row.completed_rate = Some(row.requests_completed as f64 / span);
         row.output_tps = Some(row.output_tokens as f64 / span);
     }
+    let last_intended = outcomes.iter().map(|o| o.intended_at).max();
+    if let (Some(a), Some(b)) = (last_intended, end) {
+        row.drain_s = Some(secs(a, b).max(0.0));
+    }
     if !slos.is_empty() {
         // One entry per scheduled arrival: unsent arrivals are `None` like failed requests.
         let mut values: Vec<Option<RequestValues>> = outcomes.iter().map(request_values).collect();
@@ -577,8 +581,13 @@ pub fn fold_row(
             .iter()
             .filter(|v| v.is_some_and(|v| v.good(slos)))
             .count() as u64;
-        row.goodput = Some(span.map_or(0.0, |s| good as f64 / s));
         row.slo_attainment = (n > 0).then(|| good as f64 / n as f64);
+        // Over the schedule's span, not first intended → last end: the drain after the last
+        // arrival would make a row where every request met its SLOs read below its own rate.
+        row.goodput = Some(match (row.slo_attainment, row.schedule_rate) {
+            (Some(att), Some(rate)) => att * rate,
+            _ => span.map_or(0.0, |s| good as f64 / s),
+        });
         row.slo = slos
             .iter()
             .map(|s| {

@@ -4,8 +4,9 @@
 //!
 //! * **Per-request attainment → goodput** (the definition of `vllm bench serve --goodput` and of
 //!   DistServe): a request is *good* when it completed and each of its own values is within
-//!   every threshold (the percentile of the SLO plays no part here). `goodput` = good requests /
-//!   the row's time span (req/s); `slo_attainment` = good requests / scheduled arrivals
+//!   every threshold (the percentile of the SLO plays no part here). `goodput` = good requests per
+//!   second of the arrival schedule (`slo_attainment` × `schedule_rate`, req/s; the drain after
+//!   the last arrival is `drain_s`, apart); `slo_attainment` = good requests / scheduled arrivals
 //!   (unsent and failed arrivals are misses).
 //! * **Percentile constraint on the row** (`slo_met`, what `ttft_p99=500ms` literally says, the
 //!   form GuideLLM's and most SLO dashboards use): the row's NN-th percentile of the metric is
