@@ -503,3 +503,112 @@ fn a_server_that_dies_mid_run_ends_the_matrix() {
     }
     assert!(r.elapsed < Duration::from_secs(15), "{}", r.dump());
 }
+
+// ---- issue 17: the stream ends where the protocol says; SSE as specified ----
+
+#[test]
+fn body_held_open_after_done_ends_the_request_at_done() {
+    // every stream (the JIT probe too) holds its body open after `data: [DONE]`: before the
+    // fix each request waited for the 60 s idle timeout and the run aborted
+    let s = faulty::start(Config::new(Fault::HoldAfterDone, 0));
+    let r = run(&s.url(), &[], SHORT_LIMIT);
+    assert_eq!(r.code, Some(0), "{}", r.dump());
+    let c = r.cell();
+    assert_eq!(c["status"], "ok", "{c:#}");
+    assert!(c["error_kind"].is_null(), "{c:#}");
+    assert!(r.elapsed < Duration::from_secs(20), "{}", r.dump());
+    validate(r.json.as_ref().unwrap());
+}
+
+#[test]
+fn a_body_that_ends_late_after_done_does_not_lower_the_rate() {
+    // the body ends 1 s after `[DONE]`: the request ended at `[DONE]`, so the stream slot
+    // sends its next request at once and the rate is the healthy one (before the fix the slot
+    // idled 1 s per request: a fraction of the rate, blamed on the server's decode)
+    let healthy = faulty::start(Config::new(Fault::Healthy, 0));
+    let h = run(&healthy.url(), &["--duration", "2"], SHORT_LIMIT);
+    assert_eq!(h.code, Some(0), "{}", h.dump());
+    let late = faulty::start(Config::new(Fault::EndLateAfterDone { ms: 1000 }, 0));
+    let r = run(&late.url(), &["--duration", "2"], SHORT_LIMIT);
+    assert_eq!(r.code, Some(0), "{}", r.dump());
+    assert_eq!(r.cell()["status"], "ok", "{}", r.dump());
+    let rate = |r: &Run| r.cell()["aggregate_tps"].as_f64().unwrap();
+    assert!(
+        rate(&r) > 0.6 * rate(&h),
+        "late end {:.0} tok/s vs healthy {:.0} tok/s\n{}",
+        rate(&r),
+        rate(&h),
+        r.dump()
+    );
+    // the requests end at `[DONE]`: none lasts the extra second
+    let p50 = r.cell()["request_latency_p50"].as_f64().unwrap();
+    assert!(p50 < 0.8, "request latency p50 {p50} s\n{}", r.dump());
+}
+
+#[test]
+fn data_after_done_is_not_counted() {
+    // 20 more tokens after `[DONE]`, with usage past max_tokens: before the fix they were
+    // counted (completion_above_max_tokens, invalid)
+    let s = faulty::start(Config::new(Fault::DataAfterDone { extra: 20 }, 0));
+    let r = run(&s.url(), &["--request-count", "2"], SHORT_LIMIT);
+    assert_eq!(r.code, Some(0), "{}", r.dump());
+    let c = r.cell();
+    assert_eq!(c["status"], "ok", "{c:#}");
+    let tokens = c["client_output_tokens"].as_u64().unwrap();
+    assert_eq!(tokens % 32, 0, "whole 32-token answers only: {c:#}");
+    validate(r.json.as_ref().unwrap());
+}
+
+#[test]
+fn unrequested_content_encoding_is_a_clear_error() {
+    // before the fix: `no_output` ("stream ended without any output token")
+    let s = faulty::start(Config::new(Fault::Gzip, 1));
+    let r = run(&s.url(), &[], SHORT_LIMIT);
+    let c = invalid_with(&r, "malformed_stream");
+    let reason = c["status_reason"].as_str().unwrap();
+    assert!(
+        reason.contains("Content-Encoding \"gzip\"") && reason.contains("did not ask for"),
+        "{reason}"
+    );
+    assert!(r.elapsed < Duration::from_secs(15), "{}", r.dump());
+}
+
+#[test]
+fn multi_line_data_fields_are_one_event() {
+    // pretty-printed JSON over several `data:` lines (WHATWG joins them with "\n"): before the
+    // fix the framer cut the event at an inner line ending in `}` (malformed_stream)
+    let s = faulty::start(Config::new(Fault::MultiLineData, 0));
+    let r = run(&s.url(), &[], SHORT_LIMIT);
+    assert_eq!(r.code, Some(0), "{}", r.dump());
+    let c = r.cell();
+    assert_eq!(c["status"], "ok", "{c:#}");
+    assert!(c["aggregate_tps"].as_f64().unwrap() > 0.0, "{c:#}");
+    validate(r.json.as_ref().unwrap());
+}
+
+#[test]
+fn tokens_with_usage_stuck_at_zero_are_not_no_output() {
+    let s = faulty::start(Config::new(Fault::UsageZero, 1));
+    let r = run(&s.url(), &[], SHORT_LIMIT);
+    let c = invalid_with(&r, "usage_implausible");
+    assert!(
+        c["status_reason"].as_str().unwrap().contains("usage"),
+        "{c:#}"
+    );
+}
+
+#[test]
+fn http_401_or_404_on_the_first_post_exits_1() {
+    for code in [401u16, 404] {
+        let s = faulty::start(Config::new(Fault::Status(code), 0));
+        let r = run(&s.url(), &[], SHORT_LIMIT);
+        assert_eq!(r.code, Some(1), "HTTP {code}: {}", r.dump());
+        let err = r
+            .stderr
+            .lines()
+            .find(|l| l.starts_with("error:"))
+            .unwrap_or_default();
+        assert!(err.contains(&code.to_string()), "{}", r.dump());
+        assert!(r.elapsed < Duration::from_secs(15), "{}", r.dump());
+    }
+}

@@ -106,6 +106,9 @@ pub struct StreamFacts {
     /// [`STALL_FLOOR`]: (previous token arrival, next token arrival). A request still silent
     /// when it ended (cut at the window end) adds (last token arrival, end).
     pub long_gaps: Vec<(Instant, Instant)>,
+    /// SSE events that arrived after `data: [DONE]` in the reads that were made (ignored: the
+    /// response ended at `[DONE]`; the client stops reading there).
+    pub events_after_done: u64,
 }
 
 /// Text of a response, captured for task scoring.
@@ -168,7 +171,18 @@ struct Accounting<'h, 'a> {
     sse_events: u64,
     first_bytes: Vec<u8>,
     json_content_type: bool,
+    /// Arrival of `data: [DONE]`: the protocol's end of the response, and the request's end.
+    done_at: Option<Instant>,
+    /// Events that arrived after `[DONE]` (ignored: the response had ended).
+    after_done: u64,
 }
+
+/// After `data: [DONE]`, the rest of the HTTP body (the chunked terminator) is read for at most
+/// this long so that the connection can be reused; a server that holds the body open longer gets
+/// its connection closed, and the stream slot opens a new one (issue 17).
+pub const DRAIN_AFTER_DONE: Duration = Duration::from_millis(50);
+/// At most this many bytes after `data: [DONE]` are read and discarded while draining.
+pub const DRAIN_AFTER_DONE_BYTES: usize = 64 * 1024;
 
 /// Bound on tokens per token-carrying event ([`usage_bound`]; the rule is in servebench-core's
 /// `plausibility` module and docs/metrics.md, Faults).
@@ -229,7 +243,14 @@ impl<'h, 'a> Accounting<'h, 'a> {
             sse_events: 0,
             first_bytes: Vec::new(),
             json_content_type,
+            done_at: None,
+            after_done: 0,
         }
+    }
+
+    /// `data: [DONE]` arrived: the response is over, whatever the connection does next.
+    fn done(&self) -> bool {
+        self.done_at.is_some()
     }
 
     fn first_token_at(&self) -> Option<Instant> {
@@ -276,6 +297,11 @@ impl<'h, 'a> Accounting<'h, 'a> {
     }
 
     fn on_event(&mut self, ev: &servebench_sse::SseEvent<'_>) {
+        if self.done_at.is_some() {
+            // the response ended at [DONE]: what follows it (in the same read) is not counted
+            self.after_done += 1;
+            return;
+        }
         self.sse_events += 1;
         let d: Decoded<'_> = decode_event(ev);
         if let (
@@ -302,6 +328,9 @@ impl<'h, 'a> Accounting<'h, 'a> {
         }
         let events_before = self.tracker.token_events();
         let added = self.tracker.apply(&d, ev.at);
+        if matches!(d, Decoded::Done) {
+            self.done_at = Some(ev.at);
+        }
         let token_event = self.tracker.token_events() > events_before;
         if added == 0 && !token_event {
             if matches!(&d, Decoded::Chunk(c) if c.has_choice) {
@@ -380,7 +409,8 @@ impl<'h, 'a> Accounting<'h, 'a> {
                     .iter()
                     .find(|b| !b.is_ascii_whitespace())
                     .is_some_and(|&b| b == b'{'));
-        let now = Instant::now();
+        // A response that reached `[DONE]` ended then, not when the connection did.
+        let now = self.done_at.unwrap_or_else(Instant::now);
         let last_token = self.prev_token_at;
         let mut record = self.tracker.finish(now, clean_eof, cancelled);
         // A request silent from its last token to its end (cut at the window end, or failed).
@@ -449,6 +479,7 @@ impl<'h, 'a> Accounting<'h, 'a> {
                 kind,
                 usage_jump: self.usage_jump,
                 long_gaps: self.long_gaps,
+                events_after_done: self.after_done,
                 ..Default::default()
             },
         }
@@ -723,6 +754,7 @@ async fn run_stream_h1(
     let mut acc = Accounting::new(hooks, sent_at, max_tokens, stream.content_type());
     let mut buf: Vec<u8> = Vec::with_capacity(16 * 1024);
     let (mut clean_eof, mut was_cancelled, mut transport_error) = (false, false, None);
+    let mut ended_by_done = false;
     // One cancellation future for the whole stream: creating it per read would register and
     // unregister a waiter (a locked list operation) for every SSE event; gated, so that it is
     // polled only when the token woke it (see `WakeGate`).
@@ -756,6 +788,12 @@ async fn run_stream_h1(
             Ok(Some(at)) => {
                 last_byte = last_byte.max(at);
                 acc.push(&buf, at);
+                if acc.done() {
+                    acc.finish_framer(at);
+                    clean_eof = true;
+                    ended_by_done = true;
+                    break;
+                }
                 if !idle_armed && acc.first_token_at().is_some() {
                     // the first token switches to the (usually shorter) idle deadline
                     idle_armed = true;
@@ -776,6 +814,13 @@ async fn run_stream_h1(
         if acc.failed() {
             break;
         }
+    }
+    if ended_by_done {
+        // The response ended at [DONE]; read the end of the HTTP body (bounded) so the
+        // connection can carry the next request, else it is closed (never reused mid-body).
+        stream
+            .drain(DRAIN_AFTER_DONE_BYTES, DRAIN_AFTER_DONE)
+            .await;
     }
     let read_delay = stream.read_delay();
     if clean_eof {
@@ -816,6 +861,18 @@ async fn run_stream_reqwest(
         .get(reqwest::header::CONTENT_TYPE)
         .and_then(|v| v.to_str().ok())
         .map(str::to_owned);
+    if let Some(enc) = resp
+        .headers()
+        .get(reqwest::header::CONTENT_ENCODING)
+        .map(|v| String::from_utf8_lossy(v.as_bytes()).trim().to_string())
+        .filter(|e| !e.is_empty() && !e.eq_ignore_ascii_case("identity"))
+    {
+        let e = crate::error::HttpError::Body {
+            url: client.target().url(path),
+            detail: h1::unrequested_encoding(&enc),
+        };
+        return http_failure(sent_at, &e);
+    }
     let mut acc = Accounting::new(hooks, sent_at, max_tokens, content_type.as_deref());
     let (mut clean_eof, mut was_cancelled, mut transport_error) = (false, false, None);
     let mut cancel = WakeGate::new(cancelled(hooks.cancel));
@@ -847,6 +904,12 @@ async fn run_stream_reqwest(
             Ok(Some(bytes)) => {
                 last_byte = at;
                 acc.push(&bytes, at);
+                if acc.done() {
+                    // the protocol's end; dropping `resp` unread closes its connection
+                    acc.finish_framer(at);
+                    clean_eof = true;
+                    break;
+                }
                 if !idle_armed && acc.first_token_at().is_some() {
                     idle_armed = true;
                     let d = limits.body_deadline(sent_at, acc.first_token_at(), last_byte);

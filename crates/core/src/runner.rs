@@ -466,13 +466,13 @@ fn log_prefill_plan(events: &EventSink, cfg: &RunConfig, plan: &Plan) {
 fn log_server(events: &EventSink, info: &ServerInfo) {
     events.log(format!("benchmark start engine={}", info.engine_name));
     events.log(format!(
-        "startup engine {}{} models={:?}",
+        "startup engine {}{} models={}",
         info.engine_name,
         info.engine_version
             .as_deref()
             .map(|v| format!(" {v}"))
             .unwrap_or_default(),
-        info.models
+        crate::probe::summarize_ids(&info.models, 10)
     ));
     events.log(format!("startup model {}", info.model));
     if let Some(len) = info.max_model_len {
@@ -1141,6 +1141,10 @@ impl Ctx<'_> {
                 let more = index < total
                     || (self.cfg.burst.run_burst && self.plan.mode == DecodeMode::Duration);
                 self.health_check(&result, more, m).await;
+            }
+            if let Some(w) = self.telemetry.as_ref().and_then(Telemetry::take_disabled) {
+                self.events.warn(format!("warning: {w}"));
+                result.warnings.push(w);
             }
             let ran = kept.is_none() && !result.status.is_skipped();
             self.events.emit(RunEvent::CellFinished {

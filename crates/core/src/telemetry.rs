@@ -18,7 +18,7 @@ use tokio_util::sync::CancellationToken;
 use servebench_metrics::{window_stats, Concept, Engine, Scrape};
 use servebench_results::{CellResult, ServerScrapes};
 
-use crate::probe::scrape_metrics;
+use crate::probe::scrape_metrics_typed;
 use servebench_client::target::HttpClient;
 
 /// Scrape timeout.
@@ -56,16 +56,50 @@ pub struct TimedScrape {
 }
 
 /// Telemetry for one server whose engine and metrics were identified at startup.
+///
+/// A scrape that overruns its size cap ([`servebench_client::target::MAX_BODY_BYTES`]) or its
+/// time cap ([`SCRAPE_TIMEOUT`]) disables the source for the rest of the run: every later
+/// scrape gives `None` at once (unknown, never zero) and [`Telemetry::take_disabled`] gives the
+/// warning, once (issue 17: a 200 MB page scraped every second starved the measurement).
 #[derive(Clone, Debug)]
 pub struct Telemetry {
     client: HttpClient,
     engine: Engine,
+    disabled: Arc<Mutex<Disabled>>,
+}
+
+#[derive(Debug, Default)]
+struct Disabled {
+    /// Why the source was disabled.
+    reason: Option<String>,
+    /// The warning was handed out.
+    reported: bool,
 }
 
 impl Telemetry {
     /// Telemetry through `client` for `engine` (only build it when metrics are available).
     pub fn new(client: HttpClient, engine: Engine) -> Self {
-        Telemetry { client, engine }
+        Telemetry {
+            client,
+            engine,
+            disabled: Arc::new(Mutex::new(Disabled::default())),
+        }
+    }
+
+    /// Why `/metrics` was disabled during the run, if it was.
+    pub fn disabled(&self) -> Option<String> {
+        self.disabled.lock().ok().and_then(|d| d.reason.clone())
+    }
+
+    /// The warning of a source disabled since the last call (`Some` once per run).
+    pub fn take_disabled(&self) -> Option<String> {
+        let mut d = self.disabled.lock().ok()?;
+        if d.reported {
+            return None;
+        }
+        let r = d.reason.clone()?;
+        d.reported = true;
+        Some(r)
     }
 
     /// The engine whose catalog is used.
@@ -82,10 +116,30 @@ impl Telemetry {
         }
     }
 
-    /// One scrape; `None` when it failed (unknown, never zero).
+    /// One scrape; `None` when it failed (unknown, never zero), when the page was empty, or
+    /// when the source is disabled.
     pub async fn scrape(&self) -> Option<TimedScrape> {
+        if self.disabled().is_some() {
+            return None;
+        }
         let sent = Instant::now();
-        let s = scrape_metrics(&self.client, SCRAPE_TIMEOUT).await.ok()?;
+        let s = match scrape_metrics_typed(&self.client, SCRAPE_TIMEOUT).await {
+            Ok(s) => s,
+            Err(e) => {
+                if e.overrun {
+                    if let Ok(mut d) = self.disabled.lock() {
+                        d.reason.get_or_insert_with(|| {
+                            format!(
+                                "server metrics disabled for the rest of the run: {} overran its cap ({}); server-side fields of later cells are unknown",
+                                self.client.target().url("/metrics"),
+                                e.message
+                            )
+                        });
+                    }
+                }
+                return None;
+            }
+        };
         Some(TimedScrape {
             sent,
             at: Instant::now(),

@@ -52,4 +52,6 @@ mod tracker;
 
 pub use decode::{decode, decode_event, Chunk, Decoded, Timings, Usage, EMPTY_PAYLOAD};
 pub use framer::{SseEvent, SseFramer, MAX_EVENT_BYTES};
-pub use tracker::{RequestRecord, RequestTracker, ERR_INTERRUPTED, ERR_NO_DONE, ERR_NO_OUTPUT};
+pub use tracker::{
+    RequestRecord, RequestTracker, ERR_INTERRUPTED, ERR_NO_DONE, ERR_NO_OUTPUT, ERR_USAGE_ZERO,
+};
