@@ -1383,3 +1383,167 @@ mod wake_gate_tests {
         );
     }
 }
+
+#[cfg(test)]
+mod done_tests {
+    //! The end of a stream at `data: [DONE]` (issue 17), on loopback servers.
+
+    use super::*;
+
+    const TOK: &str = r#"{"choices":[{"index":0,"delta":{"content":"a"},"finish_reason":null}]}"#;
+
+    fn ms(base: Instant, m: u64) -> Instant {
+        base + Duration::from_millis(m)
+    }
+
+    /// A loopback keep-alive server for one connection: answers each request on it with the
+    /// response that `answer(k)` writes (k = 0, 1, ...). Returns the URL and how many requests
+    /// it read on that connection.
+    fn keep_alive_server(
+        answer: impl Fn(usize, &mut std::net::TcpStream) + Send + 'static,
+    ) -> (String, std::sync::Arc<std::sync::atomic::AtomicUsize>) {
+        use std::io::Read;
+        let listener = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+        let url = format!("http://{}", listener.local_addr().unwrap());
+        let served = std::sync::Arc::new(std::sync::atomic::AtomicUsize::new(0));
+        let count = served.clone();
+        std::thread::spawn(move || {
+            for conn in listener.incoming().flatten() {
+                let mut s = conn;
+                let mut k = 0;
+                loop {
+                    let mut req = Vec::new();
+                    let mut b = [0u8; 4096];
+                    while !req.ends_with(b"}") {
+                        match s.read(&mut b) {
+                            Ok(n) if n > 0 => req.extend_from_slice(&b[..n]),
+                            _ => break,
+                        }
+                    }
+                    if !req.ends_with(b"}") {
+                        break;
+                    }
+                    count.fetch_add(1, Ordering::SeqCst);
+                    answer(k, &mut s);
+                    k += 1;
+                }
+            }
+        });
+        (url, served)
+    }
+
+    fn sse_chunk(s: &mut std::net::TcpStream, data: &str) {
+        use std::io::Write;
+        let _ = write!(s, "{:x}\r\n{data}\r\n", data.len());
+        let _ = s.flush();
+    }
+
+    fn three_tokens_and_done(s: &mut std::net::TcpStream) {
+        use std::io::Write;
+        let _ = write!(
+            s,
+            "HTTP/1.1 200 OK\r\nContent-Type: text/event-stream\r\nTransfer-Encoding: chunked\r\n\r\n"
+        );
+        for _ in 0..3 {
+            sse_chunk(s, &format!("data: {TOK}\n\n"));
+        }
+        sse_chunk(s, "data: [DONE]\n\n");
+    }
+
+    fn client_for(url: &str) -> HttpClient {
+        let t = crate::Target::from_url(url, None, crate::Endpoint::Chat).unwrap();
+        HttpClient::new(t).unwrap()
+    }
+
+    /// The request ends at `data: [DONE]`; a body held open after it is not waited for, what
+    /// comes after `[DONE]` is not counted, and the half-read connection is never reused
+    /// (issue 17: the run used to wait for the idle timeout).
+    #[test]
+    fn done_ends_the_request_and_a_held_body_is_not_reused() {
+        let (url, served) = keep_alive_server(|_, s| {
+            three_tokens_and_done(s);
+            std::thread::sleep(Duration::from_millis(1500));
+            sse_chunk(s, &format!("data: {TOK}\n\n"));
+            sse_chunk(s, "");
+        });
+        let client = client_for(&url);
+        let rt = tokio::runtime::Builder::new_current_thread()
+            .enable_all()
+            .build()
+            .unwrap();
+        rt.block_on(async {
+            let mut slot = None;
+            let t0 = Instant::now();
+            let out = run_stream(
+                &client,
+                &mut slot,
+                "/v1/chat/completions",
+                Bytes::from_static(b"{\"max_tokens\":16}"),
+                StreamHooks::default(),
+            )
+            .await;
+            let took = t0.elapsed();
+            assert!(out.record.completed, "{:?}", out.record.error);
+            assert_eq!(out.record.output_tokens, 3);
+            assert!(took < Duration::from_millis(1000), "waited {took:?} after [DONE]");
+            assert!(
+                out.record.end_at < t0 + Duration::from_millis(1000),
+                "the request ends at [DONE]"
+            );
+            assert!(slot.is_none(), "a connection whose body was not read to its end is not reused");
+        });
+        assert_eq!(served.load(Ordering::SeqCst), 1);
+    }
+
+    /// A body that ends right after `[DONE]` (the terminator in its own write) keeps its
+    /// connection: the next request goes over it (keep-alive is not lost by ending at [DONE]).
+    #[test]
+    fn body_end_right_after_done_keeps_the_connection() {
+        let (url, served) = keep_alive_server(|_, s| {
+            three_tokens_and_done(s);
+            std::thread::sleep(Duration::from_millis(5));
+            sse_chunk(s, "");
+        });
+        let client = client_for(&url);
+        let rt = tokio::runtime::Builder::new_current_thread()
+            .enable_all()
+            .build()
+            .unwrap();
+        rt.block_on(async {
+            let mut slot = None;
+            for _ in 0..2 {
+                let out = run_stream(
+                    &client,
+                    &mut slot,
+                    "/v1/chat/completions",
+                    Bytes::from_static(b"{\"max_tokens\":16}"),
+                    StreamHooks::default(),
+                )
+                .await;
+                assert!(out.record.completed, "{:?}", out.record.error);
+                assert_eq!(out.record.output_tokens, 3);
+                assert!(slot.is_some(), "the drained connection is kept");
+            }
+        });
+        // both requests on the first connection
+        assert_eq!(served.load(Ordering::SeqCst), 2);
+    }
+
+    /// Events in the same read after `[DONE]` are not counted.
+    #[test]
+    fn events_after_done_in_the_same_read_are_ignored() {
+        let base = Instant::now();
+        let hooks = StreamHooks::default();
+        let mut acc = Accounting::new(&hooks, base, None, Some("text/event-stream"));
+        acc.push(
+            format!("data: {TOK}\n\ndata: [DONE]\n\ndata: {TOK}\n\ndata: {TOK}\n\n").as_bytes(),
+            ms(base, 5),
+        );
+        assert!(acc.done());
+        acc.finish_framer(ms(base, 6));
+        let out = acc.close(true, false, None);
+        assert_eq!(out.record.output_tokens, 1);
+        assert_eq!(out.facts.events_after_done, 2);
+        assert_eq!(out.record.end_at, ms(base, 5), "ends at the [DONE] arrival");
+    }
+}

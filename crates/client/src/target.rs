@@ -538,4 +538,75 @@ mod tests {
             assert!(!e.to_string().contains("--"), "{e}");
         }
     }
+
+    /// A server that answers every request with `head` and then `body_chunk` repeated until
+    /// the client goes away.
+    fn endless_server(head: &'static str, body_chunk: &'static [u8]) -> String {
+        use std::io::{Read, Write};
+        let listener = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+        let url = format!("http://{}", listener.local_addr().unwrap());
+        std::thread::spawn(move || {
+            for conn in listener.incoming().flatten() {
+                std::thread::spawn(move || {
+                    let mut s = conn;
+                    let mut req = Vec::new();
+                    let mut b = [0u8; 4096];
+                    while !req.windows(4).any(|w| w == b"\r\n\r\n") {
+                        match s.read(&mut b) {
+                            Ok(n) if n > 0 => req.extend_from_slice(&b[..n]),
+                            _ => return,
+                        }
+                    }
+                    if s.write_all(head.as_bytes()).is_err() {
+                        return;
+                    }
+                    while s.write_all(body_chunk).is_ok() {}
+                });
+            }
+        });
+        url
+    }
+
+    /// Bodies outside the SSE stream are capped (issue 17: a 200 MB `/metrics` page was read
+    /// whole): an endless chunked page and a 200 MB `Content-Length` both end as `TooLarge`,
+    /// long before the time cap.
+    #[test]
+    fn bodies_are_capped() {
+        let rt = tokio::runtime::Builder::new_current_thread()
+            .enable_all()
+            .build()
+            .unwrap();
+        // an endless page, 64 KiB chunks of Prometheus comments
+        static CHUNK: std::sync::OnceLock<Vec<u8>> = std::sync::OnceLock::new();
+        let chunk = CHUNK.get_or_init(|| {
+            let data = "# HELP x y\n".repeat(5958);
+            format!("{:x}\r\n{data}\r\n", data.len()).into_bytes()
+        });
+        let endless = endless_server(
+            "HTTP/1.1 200 OK\r\nContent-Type: text/plain\r\nTransfer-Encoding: chunked\r\n\r\n",
+            chunk,
+        );
+        let huge = endless_server(
+            "HTTP/1.1 200 OK\r\nContent-Type: text/plain\r\nContent-Length: 200000000\r\n\r\n",
+            b"# HELP x y\n",
+        );
+        rt.block_on(async {
+            for url in [endless, huge] {
+                let c = HttpClient::new(Target::from_url(&url, None, Endpoint::Chat).unwrap())
+                    .unwrap();
+                let t0 = std::time::Instant::now();
+                let e = c
+                    .get_text("/metrics", Duration::from_secs(60))
+                    .await
+                    .unwrap_err();
+                assert!(
+                    matches!(e, HttpError::TooLarge { limit_bytes, .. } if limit_bytes == MAX_BODY_BYTES as u64),
+                    "{e}"
+                );
+                assert!(e.is_overrun());
+                assert!(e.to_string().contains("larger than 16 MiB"), "{e}");
+                assert!(t0.elapsed() < Duration::from_secs(30), "{:?}", t0.elapsed());
+            }
+        });
+    }
 }
