@@ -92,6 +92,8 @@ pub struct StreamOutcome {
 pub struct StreamFacts {
     /// Typed reason of `record.error` (None when the request did not fail).
     pub kind: Option<FailureKind>,
+    /// The HTTP status of a request the server refused before streaming (non-2xx), if any.
+    pub http_status: Option<u16>,
     /// HTTP 429 answers this request got (retries included).
     pub rejected: u32,
     /// Retries after a 429 ([`crate::timeouts::RequestPolicy::max_retries`]).
@@ -505,6 +507,7 @@ fn failed_before_stream(sent_at: Instant, err: String, kind: FailureKind) -> Str
 fn http_failure(sent_at: Instant, e: &crate::error::HttpError) -> StreamOutcome {
     let mut out = failed_before_stream(sent_at, e.to_string(), crate::failure::of_http(e));
     out.facts.retry_after = retry_after_of(e);
+    out.facts.http_status = e.status();
     out
 }
 

@@ -610,7 +610,35 @@ impl Ctx<'_> {
     /// make every cell wait; other failures are logged (the cells report them).
     async fn jit_probe(&self, what: &str) -> Result<(), RunError> {
         let out = run_probe(&self.client, self.path(), self.jit_body(), self.cancel).await;
+        let status = out.facts.http_status;
         match (out.record.error, out.facts.kind) {
+            // A refused completion request (no or wrong key, wrong path or endpoint): a
+            // startup error (exit 1), not a cell to fail (issue 17; README, exit codes).
+            (Some(e), Some(FailureKind::HttpStatus))
+                if matches!(status, Some(401 | 403 | 404)) && !self.cancel.is_cancelled() =>
+            {
+                self.events.log(format!("{what} failed: {e}"));
+                let has_key = self
+                    .client
+                    .target()
+                    .api_key
+                    .as_deref()
+                    .is_some_and(|k| !k.is_empty());
+                let p = match status {
+                    Some(404) => crate::probe::ProbeError::hinted(
+                        format!("the server refused the {what}: {e}"),
+                        crate::probe::Hint::UrlPath,
+                    ),
+                    _ if has_key => crate::probe::ProbeError::new(format!(
+                        "the server rejected the API key for the {what}: {e}"
+                    )),
+                    _ => crate::probe::ProbeError::hinted(
+                        format!("the server requires an API key for the {what}: {e}"),
+                        crate::probe::Hint::ApiKey,
+                    ),
+                };
+                Err(RunError::Probe(p))
+            }
             (Some(e), Some(k)) if k.is_timeout() && !self.cancel.is_cancelled() => {
                 self.events.log(format!("{what} failed: {e}"));
                 let limits = self.client.policy().limits(RequestClass::Probe, 0, 1);
