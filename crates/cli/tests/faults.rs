@@ -612,3 +612,77 @@ fn http_401_or_404_on_the_first_post_exits_1() {
         assert!(r.elapsed < Duration::from_secs(15), "{}", r.dump());
     }
 }
+
+// ---- issue 17: bounded bodies, hostile strings, impossible numbers ----
+
+#[test]
+fn endless_metrics_page_is_capped_and_named() {
+    // an endless /metrics page: read up to the 16 MiB cap (before: until the info timeout, the
+    // whole page in memory), server metrics disabled with a warning naming /metrics
+    let s = faulty::start(Config {
+        endless_metrics: true,
+        ..Config::new(Fault::Healthy, 0)
+    });
+    let r = run(&s.url(), &[], SHORT_LIMIT);
+    assert_eq!(r.code, Some(0), "{}", r.dump());
+    let log = r.json.as_ref().unwrap()["event_log"].to_string();
+    assert!(
+        log.contains("/metrics") && log.contains("larger than 16 MiB"),
+        "{log}"
+    );
+    assert!(r.elapsed < Duration::from_secs(20), "{}", r.dump());
+}
+
+#[test]
+fn hostile_and_huge_model_lists_are_summarised_without_control_characters() {
+    // 200,000 model ids, the first one with terminal escapes
+    let mut ids: Vec<String> = vec!["evil\u{1b}[2J\u{1b}]0;pwned\u{7}model".into()];
+    ids.extend((1..200_000).map(|i| format!("model-{i:06}")));
+    let s = faulty::start(Config {
+        model_ids: Some(std::sync::Arc::new(ids)),
+        ..Config::new(Fault::Healthy, 0)
+    });
+    let r = run(&s.url(), &[], Duration::from_secs(60));
+    assert_eq!(r.code, Some(0), "{}", r.dump());
+    for (what, text) in [("stdout", &r.stdout), ("stderr", &r.stderr)] {
+        assert!(
+            !text.chars().any(|c| c.is_control() && c != '\n'),
+            "{what} has control characters: {text:?}"
+        );
+    }
+    let v = r.json.as_ref().unwrap();
+    let lines: Vec<String> = v["event_log"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|l| l.as_str().unwrap().to_string())
+        .collect();
+    for l in &lines {
+        assert!(!l.chars().any(char::is_control), "{l:?}");
+        assert!(l.len() < 4000, "a log line of {} bytes", l.len());
+    }
+    let models = lines.iter().find(|l| l.contains("models=")).unwrap();
+    assert!(models.contains("(200000 in all)"), "{models}");
+    // an unknown model among them: a one-line error with the list summarised
+    let r = run(&s.url(), &["--model", "nope"], Duration::from_secs(60));
+    assert_eq!(r.code, Some(1), "{}", r.dump());
+    let err = r.stderr.lines().find(|l| l.starts_with("error:")).unwrap();
+    assert!(err.len() < 2000 && err.contains("(200000 in all)"), "{err}");
+    assert!(!err.chars().any(char::is_control), "{err:?}");
+}
+
+#[test]
+fn tokens_in_one_write_are_flagged_and_not_accepted_at_publish() {
+    let s = faulty::start(Config::new(Fault::SingleWrite, 0));
+    let r = run(&s.url(), &["--duration", "2"], SHORT_LIMIT);
+    assert_eq!(r.code, Some(0), "{}", r.dump());
+    let c = r.cell();
+    let kinds = c["warning_kinds"].as_array().unwrap();
+    assert!(kinds.contains(&Value::from("single_write")), "{c:#}");
+    assert!(
+        kinds.contains(&Value::from("implausible_speed")) || c["inter_token_latency_p50"].is_null(),
+        "{c:#}"
+    );
+    validate(r.json.as_ref().unwrap());
+    assert!(r.stdout.contains("single_write"), "{}", r.dump());
+}

@@ -812,4 +812,83 @@ mod tests {
         assert!(cell.underfilled);
         assert!(cell.capacity_limited);
     }
+
+    /// A local server whose `/metrics` answers are `pages` in order (the last one repeated);
+    /// `"ENDLESS"` is a never-ending page. Counts the scrapes it got.
+    fn metrics_server(
+        pages: Vec<&'static str>,
+    ) -> (String, std::sync::Arc<std::sync::atomic::AtomicUsize>) {
+        use std::io::{Read, Write};
+        use std::sync::atomic::Ordering;
+        let listener = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+        let url = format!("http://{}", listener.local_addr().unwrap());
+        let hits = std::sync::Arc::new(std::sync::atomic::AtomicUsize::new(0));
+        let h = hits.clone();
+        std::thread::spawn(move || {
+            for conn in listener.incoming().flatten() {
+                let k = h.fetch_add(1, Ordering::SeqCst);
+                let page = pages[k.min(pages.len() - 1)];
+                std::thread::spawn(move || {
+                    let mut s = conn;
+                    let mut req = Vec::new();
+                    let mut b = [0u8; 4096];
+                    while !req.windows(4).any(|w| w == b"\r\n\r\n") {
+                        match s.read(&mut b) {
+                            Ok(n) if n > 0 => req.extend_from_slice(&b[..n]),
+                            _ => return,
+                        }
+                    }
+                    if page == "ENDLESS" {
+                        let _ = s.write_all(b"HTTP/1.1 200 OK\r\nTransfer-Encoding: chunked\r\nConnection: close\r\n\r\n");
+                        let data = "# HELP x y\n".repeat(5000);
+                        let c = format!("{:x}\r\n{data}\r\n", data.len());
+                        while s.write_all(c.as_bytes()).is_ok() {}
+                    } else {
+                        let _ = write!(
+                            s,
+                            "HTTP/1.1 200 OK\r\nContent-Length: {}\r\nConnection: close\r\n\r\n{page}",
+                            page.len()
+                        );
+                    }
+                });
+            }
+        });
+        (url, hits)
+    }
+
+    /// An empty page is not a sample; a page that overruns its cap disables the source with a
+    /// warning naming it, once, and later scrapes send nothing (issue 17).
+    #[test]
+    fn empty_pages_are_not_samples_and_an_overrun_disables_the_source() {
+        use std::sync::atomic::Ordering;
+        let (url, hits) = metrics_server(vec![
+            "vllm:num_requests_running 2\n",
+            "",
+            "ENDLESS",
+            "vllm:num_requests_running 2\n",
+        ]);
+        let client = HttpClient::new(
+            servebench_client::Target::from_url(&url, None, servebench_client::Endpoint::Chat)
+                .unwrap(),
+        )
+        .unwrap();
+        let t = Telemetry::new(client, Engine::Vllm);
+        let rt = tokio::runtime::Builder::new_current_thread()
+            .enable_all()
+            .build()
+            .unwrap();
+        rt.block_on(async {
+            let first = t.scrape().await.expect("a sample");
+            assert_eq!(t.sample_of(&first).running, Some(2.0));
+            assert!(t.scrape().await.is_none(), "an empty page is no sample");
+            assert!(t.disabled().is_none(), "an empty page does not disable");
+            assert!(t.scrape().await.is_none(), "the endless page overran");
+            let w = t.take_disabled().expect("disabled");
+            assert!(w.contains(&format!("{url}/metrics")) && w.contains("16 MiB"), "{w}");
+            assert!(t.take_disabled().is_none(), "the warning comes once");
+            assert!(t.scrape().await.is_none(), "disabled: no more scrapes");
+        });
+        assert_eq!(hits.load(Ordering::SeqCst), 3, "nothing sent once disabled");
+    }
+
 }

@@ -1131,3 +1131,35 @@ pub fn publish(
     }
     Ok(out)
 }
+
+#[cfg(test)]
+mod measured_implausible_tests {
+    use super::*;
+    use servebench_results::FailureKind;
+
+    /// A cell the run flagged `single_write` / `implausible_speed` is never `accepted`
+    /// (issue 17), whatever its numbers look like.
+    #[test]
+    fn measurement_time_flags_are_not_accepted() {
+        let mut c = CellResult {
+            concurrency: 1,
+            status: CellStatus::Ok,
+            aggregate_tps: Some(180.0),
+            ..Default::default()
+        };
+        let b = cell_row(&c, Layer::SustainedDecode, 32);
+        assert!(b.facts.implausible.is_none());
+        for (kind, text) in [
+            (FailureKind::SingleWrite, "single_write: 3 of 3 requests ..."),
+            (FailureKind::ImplausibleSpeed, "implausible_speed: 1 of 3 ..."),
+        ] {
+            c.warning_kinds = vec![kind];
+            c.warnings = vec!["other".into(), text.into()];
+            let b = cell_row(&c, Layer::SustainedDecode, 32);
+            assert_eq!(b.facts.implausible.as_deref(), Some(text));
+            let v = decide(&b.facts, b.cache, b.profile, None);
+            assert_eq!(v.verdict, Verdict::MeasurementInvalid);
+            assert_eq!(v.rule.as_deref(), Some("implausible"));
+        }
+    }
+}

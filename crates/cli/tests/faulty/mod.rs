@@ -61,6 +61,8 @@ pub enum Fault {
     UsageZero,
     /// This HTTP status (with an OpenAI error body) for every completion request.
     Status(u16),
+    /// A healthy stream written all at once (one write: TTFT = E2E, no ITL).
+    SingleWrite,
 }
 
 /// A running faulty server.
@@ -91,6 +93,10 @@ pub struct Config {
     /// Answer `/tokenize` with 404 (prompts are then sized by calibration requests, which are
     /// completion requests).
     pub no_tokenize: bool,
+    /// `/v1/models` lists these ids instead of `m` (hostile or huge lists).
+    pub model_ids: Option<Arc<Vec<String>>>,
+    /// `GET /metrics` answers an endless page of Prometheus comments (else 404).
+    pub endless_metrics: bool,
 }
 
 impl Config {
@@ -101,6 +107,8 @@ impl Config {
             healthy_first,
             min_prompt_tokens: 0,
             no_tokenize: false,
+            model_ids: None,
+            endless_metrics: false,
         }
     }
 }
@@ -249,6 +257,26 @@ fn serve(mut s: TcpStream, cfg: &Config, count: &AtomicUsize) -> std::io::Result
         return Ok(());
     };
     match (req.method.as_str(), req.path.as_str()) {
+        ("GET", "/v1/models") if cfg.model_ids.is_some() => {
+            let ids = cfg.model_ids.as_ref().unwrap();
+            let data: Vec<serde_json::Value> = ids
+                .iter()
+                .map(|i| serde_json::json!({"id": i, "object": "model", "owned_by": "faulty"}))
+                .collect();
+            let body = serde_json::json!({"object": "list", "data": data}).to_string();
+            respond(&mut s, "200 OK", "", "application/json", &body);
+            return Ok(());
+        }
+        ("GET", "/metrics") if cfg.endless_metrics => {
+            write!(
+                s,
+                "HTTP/1.1 200 OK\r\nContent-Type: text/plain\r\nTransfer-Encoding: chunked\r\n\r\n"
+            )?;
+            let data = "# HELP x y\n".repeat(5000);
+            let c = format!("{:x}\r\n{data}\r\n", data.len());
+            while s.write_all(c.as_bytes()).is_ok() {}
+            return Ok(());
+        }
         ("GET", "/v1/models") => {
             respond(
                 &mut s,
@@ -424,6 +452,30 @@ fn serve(mut s: TcpStream, cfg: &Config, count: &AtomicUsize) -> std::io::Result
                 std::thread::sleep(Duration::from_millis(5));
             }
             finish(&mut s, prompt, 0)?;
+        }
+        Fault::SingleWrite => {
+            let mut all = String::new();
+            let mut ev = |json: &str| {
+                let d = format!("data: {json}\n\n");
+                all.push_str(&format!("{:x}\r\n{d}\r\n", d.len()));
+            };
+            for k in 1..=max_tokens {
+                ev(&format!(
+                    r#"{{"id":"x","choices":[{{"index":0,"delta":{{"content":"tok "}},"finish_reason":null}}],"usage":{{"prompt_tokens":{prompt},"completion_tokens":{k}}}}}"#
+                ));
+            }
+            ev(&format!(
+                r#"{{"id":"x","choices":[{{"index":0,"delta":{{}},"finish_reason":"length"}}],"usage":{{"prompt_tokens":{prompt},"completion_tokens":{max_tokens}}}}}"#
+            ));
+            ev("[DONE]");
+            all.push_str("0\r\n\r\n");
+            // the whole answer after a decode-like delay, in one write
+            std::thread::sleep(Duration::from_millis(150));
+            write!(
+                s,
+                "HTTP/1.1 200 OK\r\nContent-Type: text/event-stream\r\nTransfer-Encoding: chunked\r\nConnection: close\r\n\r\n{all}"
+            )?;
+            s.flush()?;
         }
         Fault::Status(code) => respond(
             &mut s,
