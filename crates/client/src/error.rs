@@ -168,11 +168,15 @@ mod tests {
     /// (issue 17).
     #[test]
     fn control_characters_are_stripped() {
-        let hostile = "{\"error\":{\"message\":\"bad\\u001b[2J\\u001b]0;pwned\\u0007 key\\u0000\\u009b\"}}";
+        let hostile =
+            "{\"error\":{\"message\":\"bad\\u001b[2J\\u001b]0;pwned\\u0007 key\\u0000\\u009b\"}}";
         let m = summarize_error_body(hostile);
         assert_eq!(m, "bad [2J ]0;pwned key");
         assert!(!m.chars().any(char::is_control), "{m:?}");
         assert_eq!(one_line("a\x1b[31mb\x7f", 50), "a [31mb");
-        assert!(matches!(strip_controls("plain"), std::borrow::Cow::Borrowed(_)));
+        assert!(matches!(
+            strip_controls("plain"),
+            std::borrow::Cow::Borrowed(_)
+        ));
     }
 }

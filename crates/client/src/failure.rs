@@ -74,7 +74,10 @@ mod tests {
         assert!(FailureKind::StreamStalled.is_timeout());
         // tokens arrived but usage said 0: not `no_output` (issue 17)
         assert_eq!(
-            of_stream_error(&format!("{} (3 token events)", servebench_sse::ERR_USAGE_ZERO)),
+            of_stream_error(&format!(
+                "{} (3 token events)",
+                servebench_sse::ERR_USAGE_ZERO
+            )),
             FailureKind::UsageImplausible
         );
     }

@@ -1068,13 +1068,16 @@ mod tests {
         let h = parse_head(b"HTTP/1.0 200 OK\r\n\r\n").unwrap().unwrap();
         assert_eq!((h.framing, h.keep_alive), (Framing::Close, false));
         assert_eq!(h.content_encoding, None);
-        let h = parse_head(b"HTTP/1.1 200 OK\r\nContent-Encoding: gzip\r\nContent-Length: 0\r\n\r\n")
-            .unwrap()
-            .unwrap();
+        let h =
+            parse_head(b"HTTP/1.1 200 OK\r\nContent-Encoding: gzip\r\nContent-Length: 0\r\n\r\n")
+                .unwrap()
+                .unwrap();
         assert_eq!(h.content_encoding.as_deref(), Some("gzip"));
-        let h = parse_head(b"HTTP/1.1 200 OK\r\nContent-Encoding: identity\r\nContent-Length: 0\r\n\r\n")
-            .unwrap()
-            .unwrap();
+        let h = parse_head(
+            b"HTTP/1.1 200 OK\r\nContent-Encoding: identity\r\nContent-Length: 0\r\n\r\n",
+        )
+        .unwrap()
+        .unwrap();
         assert_eq!(h.content_encoding, None);
         let m = unrequested_encoding("br\x1b[2J");
         assert!(m.contains("did not ask for") && !m.contains('\x1b'), "{m}");

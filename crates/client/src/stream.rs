@@ -821,9 +821,7 @@ async fn run_stream_h1(
     if ended_by_done {
         // The response ended at [DONE]; read the end of the HTTP body (bounded) so the
         // connection can carry the next request, else it is closed (never reused mid-body).
-        stream
-            .drain(DRAIN_AFTER_DONE_BYTES, DRAIN_AFTER_DONE)
-            .await;
+        stream.drain(DRAIN_AFTER_DONE_BYTES, DRAIN_AFTER_DONE).await;
     }
     let read_delay = stream.read_delay();
     if clean_eof {
@@ -1488,12 +1486,18 @@ mod done_tests {
             let took = t0.elapsed();
             assert!(out.record.completed, "{:?}", out.record.error);
             assert_eq!(out.record.output_tokens, 3);
-            assert!(took < Duration::from_millis(1000), "waited {took:?} after [DONE]");
+            assert!(
+                took < Duration::from_millis(1000),
+                "waited {took:?} after [DONE]"
+            );
             assert!(
                 out.record.end_at < t0 + Duration::from_millis(1000),
                 "the request ends at [DONE]"
             );
-            assert!(slot.is_none(), "a connection whose body was not read to its end is not reused");
+            assert!(
+                slot.is_none(),
+                "a connection whose body was not read to its end is not reused"
+            );
         });
         assert_eq!(served.load(Ordering::SeqCst), 1);
     }

@@ -549,7 +549,11 @@ mod stream_timing_tests {
         assert_eq!(f.len(), 1);
         assert_eq!(f[0].kind, FailureKind::SingleWrite);
         assert!(!f[0].invalid);
-        assert!(f[0].message.starts_with("single_write: 1 of 2 requests"), "{}", f[0].message);
+        assert!(
+            f[0].message.starts_with("single_write: 1 of 2 requests"),
+            "{}",
+            f[0].message
+        );
         let fast = StreamTiming {
             output_tokens: 32,
             one_read: false,

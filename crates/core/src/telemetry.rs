@@ -884,11 +884,13 @@ mod tests {
             assert!(t.disabled().is_none(), "an empty page does not disable");
             assert!(t.scrape().await.is_none(), "the endless page overran");
             let w = t.take_disabled().expect("disabled");
-            assert!(w.contains(&format!("{url}/metrics")) && w.contains("16 MiB"), "{w}");
+            assert!(
+                w.contains(&format!("{url}/metrics")) && w.contains("16 MiB"),
+                "{w}"
+            );
             assert!(t.take_disabled().is_none(), "the warning comes once");
             assert!(t.scrape().await.is_none(), "disabled: no more scrapes");
         });
         assert_eq!(hits.load(Ordering::SeqCst), 3, "nothing sent once disabled");
     }
-
 }

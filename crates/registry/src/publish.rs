@@ -1150,8 +1150,14 @@ mod measured_implausible_tests {
         let b = cell_row(&c, Layer::SustainedDecode, 32);
         assert!(b.facts.implausible.is_none());
         for (kind, text) in [
-            (FailureKind::SingleWrite, "single_write: 3 of 3 requests ..."),
-            (FailureKind::ImplausibleSpeed, "implausible_speed: 1 of 3 ..."),
+            (
+                FailureKind::SingleWrite,
+                "single_write: 3 of 3 requests ...",
+            ),
+            (
+                FailureKind::ImplausibleSpeed,
+                "implausible_speed: 1 of 3 ...",
+            ),
         ] {
             c.warning_kinds = vec![kind];
             c.warnings = vec!["other".into(), text.into()];

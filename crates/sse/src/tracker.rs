@@ -15,7 +15,8 @@ pub const ERR_NO_OUTPUT: &str = "stream ended without any output token";
 /// Error message prefix of a request whose token events arrived while the server's cumulative
 /// `usage.completion_tokens` stayed at 0: output arrived, but its count cannot be trusted (not
 /// [`ERR_NO_OUTPUT`]; issue 17). The full message adds the number of token events.
-pub const ERR_USAGE_ZERO: &str = "usage_implausible: token events arrived but usage.completion_tokens stayed 0";
+pub const ERR_USAGE_ZERO: &str =
+    "usage_implausible: token events arrived but usage.completion_tokens stayed 0";
 /// Error message of a request whose body ended normally after tokens but without `[DONE]` and
 /// without a `finish_reason`.
 pub const ERR_NO_DONE: &str = "stream ended before [DONE]";
@@ -292,7 +293,10 @@ impl RequestTracker {
         let mut completed = false;
         if !cancelled && error.is_none() {
             if self.total == 0 && self.token_events > 0 {
-                error = Some(format!("{ERR_USAGE_ZERO} ({} token events)", self.token_events));
+                error = Some(format!(
+                    "{ERR_USAGE_ZERO} ({} token events)",
+                    self.token_events
+                ));
             } else if self.total == 0 {
                 error = Some(ERR_NO_OUTPUT.to_owned());
             } else if self.done || (clean_eof && self.finish_reason.is_some()) {
@@ -522,7 +526,8 @@ mod tests {
     fn tokens_with_zero_usage_are_not_no_output() {
         let t0 = Instant::now();
         let mut t = RequestTracker::new(t0);
-        let tok = r#"{"choices":[{"index":0,"delta":{"content":"a"}}],"usage":{"completion_tokens":0}}"#;
+        let tok =
+            r#"{"choices":[{"index":0,"delta":{"content":"a"}}],"usage":{"completion_tokens":0}}"#;
         for i in 1..=3 {
             t.apply(&decode(tok), t0 + Duration::from_millis(i));
         }
