@@ -942,7 +942,12 @@ async fn metrics_answering_empty_mid_run_falls_back_to_client_readiness() {
     // The second cell got no sample: an empty page is not a sample (issue 17), so readiness
     // says that no scrape succeeded (it used to count empty pages as samples without gauges).
     check_measured_without_evidence(o.cell(4, 0), "no /metrics scrape succeeded");
-    assert_eq!(o.cell(4, 0).server_samples, Some(0), "{}", brief(o.cell(4, 0)));
+    assert_eq!(
+        o.cell(4, 0).server_samples,
+        Some(0),
+        "{}",
+        brief(o.cell(4, 0))
+    );
 }
 
 /// SGLang personality whose `/metrics` fails (HTTP 503) after three scrapes: cells are measured;
