@@ -97,7 +97,21 @@ pub(crate) fn one_line_error(e: &anyhow::Error) -> String {
             parts.push(s);
         }
     }
-    parts.join(": ").replace('\n', " ")
+    // no control characters from a server's text reach the terminal (issue 17)
+    servebench_client::error::strip_controls(&parts.join(": ")).into_owned()
+}
+
+/// A report for the terminal: every control character but the line feed (a server's model id
+/// or error text with escape sequences) replaced by a space (issue 17).
+fn terminal_text(text: &str) -> std::borrow::Cow<'_, str> {
+    if !text.chars().any(|c| c.is_control() && c != '\n') {
+        return std::borrow::Cow::Borrowed(text);
+    }
+    std::borrow::Cow::Owned(
+        text.chars()
+            .map(|c| if c.is_control() && c != '\n' { ' ' } else { c })
+            .collect(),
+    )
 }
 
 async fn cmd_run(a: RunArgs) -> anyhow::Result<ExitCode> {
@@ -267,7 +281,7 @@ fn finish_run(
     let text = servebench_report::render_text(results, &opts);
     let mut stdout = std::io::stdout().lock();
     let _ = writeln!(stdout);
-    let _ = stdout.write_all(text.as_bytes());
+    let _ = stdout.write_all(terminal_text(&text).as_bytes());
     let _ = stdout.flush();
     drop(stdout);
     written?;

@@ -503,3 +503,186 @@ fn a_server_that_dies_mid_run_ends_the_matrix() {
     }
     assert!(r.elapsed < Duration::from_secs(15), "{}", r.dump());
 }
+
+// ---- issue 17: the stream ends where the protocol says; SSE as specified ----
+
+#[test]
+fn body_held_open_after_done_ends_the_request_at_done() {
+    // every stream (the JIT probe too) holds its body open after `data: [DONE]`: before the
+    // fix each request waited for the 60 s idle timeout and the run aborted
+    let s = faulty::start(Config::new(Fault::HoldAfterDone, 0));
+    let r = run(&s.url(), &[], SHORT_LIMIT);
+    assert_eq!(r.code, Some(0), "{}", r.dump());
+    let c = r.cell();
+    assert_eq!(c["status"], "ok", "{c:#}");
+    assert!(c["error_kind"].is_null(), "{c:#}");
+    assert!(r.elapsed < Duration::from_secs(20), "{}", r.dump());
+    validate(r.json.as_ref().unwrap());
+}
+
+#[test]
+fn a_body_that_ends_late_after_done_does_not_lower_the_rate() {
+    // the body ends 1 s after `[DONE]`: the request ended at `[DONE]`, so the stream slot
+    // sends its next request at once and the rate is the healthy one (before the fix the slot
+    // idled 1 s per request: a fraction of the rate, blamed on the server's decode)
+    let healthy = faulty::start(Config::new(Fault::Healthy, 0));
+    let h = run(&healthy.url(), &["--duration", "2"], SHORT_LIMIT);
+    assert_eq!(h.code, Some(0), "{}", h.dump());
+    let late = faulty::start(Config::new(Fault::EndLateAfterDone { ms: 1000 }, 0));
+    let r = run(&late.url(), &["--duration", "2"], SHORT_LIMIT);
+    assert_eq!(r.code, Some(0), "{}", r.dump());
+    assert_eq!(r.cell()["status"], "ok", "{}", r.dump());
+    let rate = |r: &Run| r.cell()["aggregate_tps"].as_f64().unwrap();
+    assert!(
+        rate(&r) > 0.6 * rate(&h),
+        "late end {:.0} tok/s vs healthy {:.0} tok/s\n{}",
+        rate(&r),
+        rate(&h),
+        r.dump()
+    );
+    // the requests end at `[DONE]`: none lasts the extra second
+    let p50 = r.cell()["request_latency_p50"].as_f64().unwrap();
+    assert!(p50 < 0.8, "request latency p50 {p50} s\n{}", r.dump());
+}
+
+#[test]
+fn data_after_done_is_not_counted() {
+    // 20 more tokens after `[DONE]`, with usage past max_tokens: before the fix they were
+    // counted (completion_above_max_tokens, invalid)
+    let s = faulty::start(Config::new(Fault::DataAfterDone { extra: 20 }, 0));
+    let r = run(&s.url(), &["--request-count", "2"], SHORT_LIMIT);
+    assert_eq!(r.code, Some(0), "{}", r.dump());
+    let c = r.cell();
+    assert_eq!(c["status"], "ok", "{c:#}");
+    let tokens = c["client_output_tokens"].as_u64().unwrap();
+    assert_eq!(tokens % 32, 0, "whole 32-token answers only: {c:#}");
+    validate(r.json.as_ref().unwrap());
+}
+
+#[test]
+fn unrequested_content_encoding_is_a_clear_error() {
+    // before the fix: `no_output` ("stream ended without any output token")
+    let s = faulty::start(Config::new(Fault::Gzip, 1));
+    let r = run(&s.url(), &[], SHORT_LIMIT);
+    let c = invalid_with(&r, "malformed_stream");
+    let reason = c["status_reason"].as_str().unwrap();
+    assert!(
+        reason.contains("Content-Encoding \"gzip\"") && reason.contains("did not ask for"),
+        "{reason}"
+    );
+    assert!(r.elapsed < Duration::from_secs(15), "{}", r.dump());
+}
+
+#[test]
+fn multi_line_data_fields_are_one_event() {
+    // pretty-printed JSON over several `data:` lines (WHATWG joins them with "\n"): before the
+    // fix the framer cut the event at an inner line ending in `}` (malformed_stream)
+    let s = faulty::start(Config::new(Fault::MultiLineData, 0));
+    let r = run(&s.url(), &[], SHORT_LIMIT);
+    assert_eq!(r.code, Some(0), "{}", r.dump());
+    let c = r.cell();
+    assert_eq!(c["status"], "ok", "{c:#}");
+    assert!(c["aggregate_tps"].as_f64().unwrap() > 0.0, "{c:#}");
+    validate(r.json.as_ref().unwrap());
+}
+
+#[test]
+fn tokens_with_usage_stuck_at_zero_are_not_no_output() {
+    let s = faulty::start(Config::new(Fault::UsageZero, 1));
+    let r = run(&s.url(), &[], SHORT_LIMIT);
+    let c = invalid_with(&r, "usage_implausible");
+    assert!(
+        c["status_reason"].as_str().unwrap().contains("usage"),
+        "{c:#}"
+    );
+}
+
+#[test]
+fn http_401_or_404_on_the_first_post_exits_1() {
+    for code in [401u16, 404] {
+        let s = faulty::start(Config::new(Fault::Status(code), 0));
+        let r = run(&s.url(), &[], SHORT_LIMIT);
+        assert_eq!(r.code, Some(1), "HTTP {code}: {}", r.dump());
+        let err = r
+            .stderr
+            .lines()
+            .find(|l| l.starts_with("error:"))
+            .unwrap_or_default();
+        assert!(err.contains(&code.to_string()), "{}", r.dump());
+        assert!(r.elapsed < Duration::from_secs(15), "{}", r.dump());
+    }
+}
+
+// ---- issue 17: bounded bodies, hostile strings, impossible numbers ----
+
+#[test]
+fn endless_metrics_page_is_capped_and_named() {
+    // an endless /metrics page: read up to the 16 MiB cap (before: until the info timeout, the
+    // whole page in memory), server metrics disabled with a warning naming /metrics
+    let s = faulty::start(Config {
+        endless_metrics: true,
+        ..Config::new(Fault::Healthy, 0)
+    });
+    let r = run(&s.url(), &[], SHORT_LIMIT);
+    assert_eq!(r.code, Some(0), "{}", r.dump());
+    let log = r.json.as_ref().unwrap()["event_log"].to_string();
+    assert!(
+        log.contains("/metrics") && log.contains("larger than 16 MiB"),
+        "{log}"
+    );
+    assert!(r.elapsed < Duration::from_secs(20), "{}", r.dump());
+}
+
+#[test]
+fn hostile_and_huge_model_lists_are_summarised_without_control_characters() {
+    // 200,000 model ids, the first one with terminal escapes
+    let mut ids: Vec<String> = vec!["evil\u{1b}[2J\u{1b}]0;pwned\u{7}model".into()];
+    ids.extend((1..200_000).map(|i| format!("model-{i:06}")));
+    let s = faulty::start(Config {
+        model_ids: Some(std::sync::Arc::new(ids)),
+        ..Config::new(Fault::Healthy, 0)
+    });
+    let r = run(&s.url(), &[], Duration::from_secs(60));
+    assert_eq!(r.code, Some(0), "{}", r.dump());
+    for (what, text) in [("stdout", &r.stdout), ("stderr", &r.stderr)] {
+        assert!(
+            !text.chars().any(|c| c.is_control() && c != '\n'),
+            "{what} has control characters: {text:?}"
+        );
+    }
+    let v = r.json.as_ref().unwrap();
+    let lines: Vec<String> = v["event_log"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|l| l.as_str().unwrap().to_string())
+        .collect();
+    for l in &lines {
+        assert!(!l.chars().any(char::is_control), "{l:?}");
+        assert!(l.len() < 4000, "a log line of {} bytes", l.len());
+    }
+    let models = lines.iter().find(|l| l.contains("models=")).unwrap();
+    assert!(models.contains("(200000 in all)"), "{models}");
+    // an unknown model among them: a one-line error with the list summarised
+    let r = run(&s.url(), &["--model", "nope"], Duration::from_secs(60));
+    assert_eq!(r.code, Some(1), "{}", r.dump());
+    let err = r.stderr.lines().find(|l| l.starts_with("error:")).unwrap();
+    assert!(err.len() < 2000 && err.contains("(200000 in all)"), "{err}");
+    assert!(!err.chars().any(char::is_control), "{err:?}");
+}
+
+#[test]
+fn tokens_in_one_write_are_flagged_and_not_accepted_at_publish() {
+    let s = faulty::start(Config::new(Fault::SingleWrite, 0));
+    let r = run(&s.url(), &["--duration", "2"], SHORT_LIMIT);
+    assert_eq!(r.code, Some(0), "{}", r.dump());
+    let c = r.cell();
+    let kinds = c["warning_kinds"].as_array().unwrap();
+    assert!(kinds.contains(&Value::from("single_write")), "{c:#}");
+    assert!(
+        kinds.contains(&Value::from("implausible_speed")) || c["inter_token_latency_p50"].is_null(),
+        "{c:#}"
+    );
+    validate(r.json.as_ref().unwrap());
+    assert!(r.stdout.contains("single_write"), "{}", r.dump());
+}

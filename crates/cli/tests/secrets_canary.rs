@@ -139,7 +139,10 @@ fn canary_never_reaches_a_written_file() {
         for l in BufReader::new(stdout).lines().map_while(Result::ok) {
             // The harness prints `test canary_engine_process ... ` before it on the same line.
             if let Some(i) = l.find("CANARY-ENGINE-PORT ") {
-                let p: String = l[i + 19..].chars().take_while(char::is_ascii_digit).collect();
+                let p: String = l[i + 19..]
+                    .chars()
+                    .take_while(char::is_ascii_digit)
+                    .collect();
                 let _ = tx.send(p.parse::<u16>().ok());
             }
         }

@@ -35,6 +35,17 @@ pub enum HttpError {
         /// Cause from the transport.
         detail: String,
     },
+    /// The body passed the size cap ([`crate::target::MAX_BODY_BYTES`]); it was not read
+    /// further and its connection was closed.
+    #[error("{method} {url}: the body is larger than {} MiB, not read further", .limit_bytes / (1024 * 1024))]
+    TooLarge {
+        /// HTTP method.
+        method: &'static str,
+        /// URL that was requested.
+        url: String,
+        /// The cap, bytes.
+        limit_bytes: u64,
+    },
     /// The response was not the JSON we expected.
     #[error("{url} returned an unexpected body: {detail}")]
     Body {
@@ -54,6 +65,16 @@ fn body_suffix(body: &str) -> String {
 }
 
 impl HttpError {
+    /// The body read overran a cap: its size cap ([`HttpError::TooLarge`]) or its time cap (a
+    /// timed-out transfer).
+    pub fn is_overrun(&self) -> bool {
+        match self {
+            HttpError::TooLarge { .. } => true,
+            HttpError::Transport { detail, .. } => detail.starts_with("timed out"),
+            _ => false,
+        }
+    }
+
     /// The HTTP status, when the server answered.
     pub fn status(&self) -> Option<u16> {
         match self {
@@ -83,8 +104,25 @@ pub fn summarize_error_body(body: &str) -> String {
     one_line(body, 300)
 }
 
-/// Collapses whitespace to single spaces and truncates to `max` characters.
+/// Replaces every control character of a server-supplied string (C0 including ESC, DEL, C1)
+/// with a space, so that a model id or an error message cannot move the cursor, recolour or
+/// clear a terminal, or break a log line (issue 17). Text without control characters is
+/// returned unchanged (borrowed).
+pub fn strip_controls(s: &str) -> std::borrow::Cow<'_, str> {
+    if !s.chars().any(char::is_control) {
+        return std::borrow::Cow::Borrowed(s);
+    }
+    std::borrow::Cow::Owned(
+        s.chars()
+            .map(|c| if c.is_control() { ' ' } else { c })
+            .collect(),
+    )
+}
+
+/// Collapses whitespace to single spaces, replaces control characters ([`strip_controls`]) and
+/// truncates to `max` characters.
 pub fn one_line(s: &str, max: usize) -> String {
+    let s = strip_controls(s);
     let collapsed: String = s.split_whitespace().collect::<Vec<_>>().join(" ");
     if collapsed.chars().count() > max {
         let cut: String = collapsed.chars().take(max).collect();
@@ -124,5 +162,21 @@ mod tests {
             e.to_string(),
             "GET http://x/v1/models returned HTTP 401: Unauthorized"
         );
+    }
+
+    /// A server's error text cannot reach a terminal with escape sequences or control bytes
+    /// (issue 17).
+    #[test]
+    fn control_characters_are_stripped() {
+        let hostile =
+            "{\"error\":{\"message\":\"bad\\u001b[2J\\u001b]0;pwned\\u0007 key\\u0000\\u009b\"}}";
+        let m = summarize_error_body(hostile);
+        assert_eq!(m, "bad [2J ]0;pwned key");
+        assert!(!m.chars().any(char::is_control), "{m:?}");
+        assert_eq!(one_line("a\x1b[31mb\x7f", 50), "a [31mb");
+        assert!(matches!(
+            strip_controls("plain"),
+            std::borrow::Cow::Borrowed(_)
+        ));
     }
 }

@@ -20,7 +20,7 @@ pub fn of_http(e: &HttpError) -> FailureKind {
         HttpError::Transport { detail, .. } if detail.starts_with("timed out") => {
             FailureKind::RequestTimeout
         }
-        HttpError::Transport { .. } => FailureKind::Transport,
+        HttpError::Transport { .. } | HttpError::TooLarge { .. } => FailureKind::Transport,
         HttpError::Body { .. } => FailureKind::MalformedStream,
     }
 }
@@ -33,6 +33,8 @@ pub fn of_stream_error(e: &str) -> FailureKind {
         FailureKind::MalformedStream
     } else if e == servebench_sse::ERR_NO_OUTPUT {
         FailureKind::NoOutput
+    } else if e.starts_with(servebench_sse::ERR_USAGE_ZERO) {
+        FailureKind::UsageImplausible
     } else if e.starts_with("stream read failed") {
         FailureKind::Transport
     } else {
@@ -70,6 +72,14 @@ mod tests {
             FailureKind::NoOutput
         );
         assert!(FailureKind::StreamStalled.is_timeout());
+        // tokens arrived but usage said 0: not `no_output` (issue 17)
+        assert_eq!(
+            of_stream_error(&format!(
+                "{} (3 token events)",
+                servebench_sse::ERR_USAGE_ZERO
+            )),
+            FailureKind::UsageImplausible
+        );
     }
 
     #[test]

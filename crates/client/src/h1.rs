@@ -330,6 +330,9 @@ pub struct ResponseHead {
     pub retry_after: Option<String>,
     /// `Content-Type` header, if any.
     pub content_type: Option<String>,
+    /// `Content-Encoding` header, if any and not `identity` (servebench sends no
+    /// `Accept-Encoding`, so any other coding is one it did not ask for).
+    pub content_encoding: Option<String>,
     /// Bytes of the head (status line through the blank line).
     pub head_len: usize,
 }
@@ -350,6 +353,7 @@ pub fn parse_head(buf: &[u8]) -> Result<Option<ResponseHead>, String> {
     let mut conn_close = version == 0;
     let mut retry_after = None;
     let mut content_type = None;
+    let mut content_encoding = None;
     for h in resp.headers.iter() {
         let v = String::from_utf8_lossy(h.value);
         if h.name.eq_ignore_ascii_case("transfer-encoding") {
@@ -373,6 +377,11 @@ pub fn parse_head(buf: &[u8]) -> Result<Option<ResponseHead>, String> {
             retry_after = Some(v.trim().to_string());
         } else if h.name.eq_ignore_ascii_case("content-type") {
             content_type = Some(v.trim().to_string());
+        } else if h.name.eq_ignore_ascii_case("content-encoding") {
+            let t = v.trim();
+            if !t.is_empty() && !t.eq_ignore_ascii_case("identity") {
+                content_encoding = Some(t.to_string());
+            }
         }
     }
     let framing = if chunked {
@@ -391,6 +400,7 @@ pub fn parse_head(buf: &[u8]) -> Result<Option<ResponseHead>, String> {
         keep_alive: !conn_close,
         retry_after,
         content_type,
+        content_encoding,
         head_len,
     }))
 }
@@ -698,6 +708,9 @@ pub struct H1Stream {
     keep_alive: bool,
     read: Vec<u8>,
     finished: bool,
+    /// Bytes arrived after the end of the body (or the body was malformed while draining): the
+    /// connection's next response would start inside them, so it is never reused.
+    dirty: bool,
     /// Arrival time of the read that completed the head (for body bytes that came with it).
     head_at: Instant,
     /// Kernel-arrival → read delays of this stream's reads.
@@ -742,6 +755,15 @@ pub enum StartError {
     Http(HttpError),
     /// The reused connection was closed by the server before answering; retry on a new one.
     StaleConnection,
+}
+
+/// The error text of a 2xx response whose body has a `Content-Encoding` servebench did not ask
+/// for (it sends no `Accept-Encoding` and decodes none): the stream cannot be read as SSE.
+pub fn unrequested_encoding(encoding: &str) -> String {
+    format!(
+        "malformed_stream: the response has Content-Encoding {:?}, which the client did not ask for (it sends no Accept-Encoding); the body is not readable SSE",
+        crate::error::one_line(&crate::error::strip_controls(encoding), 40)
+    )
 }
 
 /// Sends `body` to `path` on `conn` and reads the response head. On a 2xx status returns the
@@ -821,6 +843,14 @@ pub async fn start(
             }
         }
     };
+    if (200..300).contains(&head.status) {
+        if let Some(enc) = &head.content_encoding {
+            return Err(StartError::Http(HttpError::Body {
+                url,
+                detail: unrequested_encoding(enc),
+            }));
+        }
+    }
     let rest: Vec<u8> = conn.buf[head.head_len..].to_vec();
     conn.buf.clear();
     let mut stream = H1Stream {
@@ -829,6 +859,7 @@ pub async fn start(
         keep_alive: head.keep_alive,
         read: tmp,
         finished: false,
+        dirty: false,
         head_at,
         read_delay: ReadDelay::default(),
         content_type: head.content_type.clone(),
@@ -882,9 +913,11 @@ impl H1Stream {
         if !self.conn.buf.is_empty() {
             let pending = std::mem::take(&mut self.conn.buf);
             let at = self.head_at;
-            self.decoder
+            let used = self
+                .decoder
                 .decode(&pending, out)
                 .map_err(|e| e.to_string())?;
+            self.dirty |= used < pending.len();
             if self.decoder.is_done() {
                 self.finished = true;
             }
@@ -905,13 +938,54 @@ impl H1Stream {
                 _ => Err("stream read failed: connection closed before the end of the body".into()),
             };
         }
-        self.decoder
+        let used = self
+            .decoder
             .decode(&self.read[..n], out)
             .map_err(|e| e.to_string())?;
+        self.dirty |= used < n;
         if self.decoder.is_done() {
             self.finished = true;
         }
         Ok(Some(at))
+    }
+
+    /// After the protocol ended the response (`data: [DONE]`), reads what is left of the HTTP
+    /// body — at most `max_bytes`, for at most `max_wait` — and discards it, so that a kept-alive
+    /// connection can carry the next request. True when the body ended within both bounds;
+    /// otherwise the connection is not reusable ([`into_reusable`](Self::into_reusable) gives
+    /// `None`) and is closed when dropped. A close-delimited body never ends this way.
+    pub async fn drain(&mut self, max_bytes: usize, max_wait: Duration) -> bool {
+        let mut sink = Vec::new();
+        if !self.conn.buf.is_empty() {
+            let pending = std::mem::take(&mut self.conn.buf);
+            match self.decoder.decode(&pending, &mut sink) {
+                Ok(used) => self.dirty |= used < pending.len(),
+                Err(_) => self.dirty = true,
+            }
+        }
+        let deadline = tokio::time::Instant::now() + max_wait;
+        let mut total = 0usize;
+        while !self.decoder.is_done() && !self.dirty && self.decoder.framing != Framing::Close {
+            if total > max_bytes {
+                return false;
+            }
+            match tokio::time::timeout_at(deadline, self.conn.io.read(&mut self.read)).await {
+                Ok(Ok(n)) if n > 0 => {
+                    sink.clear();
+                    total += n;
+                    match self.decoder.decode(&self.read[..n], &mut sink) {
+                        Ok(used) => self.dirty |= used < n,
+                        Err(_) => self.dirty = true,
+                    }
+                }
+                _ => return false,
+            }
+        }
+        let ended = self.decoder.is_done() && !self.dirty;
+        if ended {
+            self.finished = true;
+        }
+        ended
     }
 
     /// The response's `Content-Type`, if any.
@@ -926,7 +1000,7 @@ impl H1Stream {
 
     /// The connection, if the body was read completely and the server keeps it alive.
     pub fn into_reusable(self) -> Option<H1Conn> {
-        let reusable = self.finished && self.decoder.is_done() && self.keep_alive;
+        let reusable = self.finished && self.decoder.is_done() && self.keep_alive && !self.dirty;
         reusable.then(|| H1Conn {
             read: self.read,
             ..self.conn
@@ -993,6 +1067,20 @@ mod tests {
         assert!(parse_head(b"garbage\r\n\r\n").is_err());
         let h = parse_head(b"HTTP/1.0 200 OK\r\n\r\n").unwrap().unwrap();
         assert_eq!((h.framing, h.keep_alive), (Framing::Close, false));
+        assert_eq!(h.content_encoding, None);
+        let h =
+            parse_head(b"HTTP/1.1 200 OK\r\nContent-Encoding: gzip\r\nContent-Length: 0\r\n\r\n")
+                .unwrap()
+                .unwrap();
+        assert_eq!(h.content_encoding.as_deref(), Some("gzip"));
+        let h = parse_head(
+            b"HTTP/1.1 200 OK\r\nContent-Encoding: identity\r\nContent-Length: 0\r\n\r\n",
+        )
+        .unwrap()
+        .unwrap();
+        assert_eq!(h.content_encoding, None);
+        let m = unrequested_encoding("br\x1b[2J");
+        assert!(m.contains("did not ask for") && !m.contains('\x1b'), "{m}");
     }
 
     /// Issue 18: `sent_at` is stamped before the first byte of the request is written. The

@@ -92,6 +92,8 @@ pub struct StreamOutcome {
 pub struct StreamFacts {
     /// Typed reason of `record.error` (None when the request did not fail).
     pub kind: Option<FailureKind>,
+    /// The HTTP status of a request the server refused before streaming (non-2xx), if any.
+    pub http_status: Option<u16>,
     /// HTTP 429 answers this request got (retries included).
     pub rejected: u32,
     /// Retries after a 429 ([`crate::timeouts::RequestPolicy::max_retries`]).
@@ -108,6 +110,9 @@ pub struct StreamFacts {
     pub long_gaps: Vec<(Instant, Instant)>,
     /// Arrival of the response body's first bytes (after the HTTP head), when any came.
     pub first_byte_at: Option<Instant>,
+    /// SSE events that arrived after `data: [DONE]` in the reads that were made (ignored: the
+    /// response ended at `[DONE]`; the client stops reading there).
+    pub events_after_done: u64,
 }
 
 /// Text of a response, captured for task scoring.
@@ -171,7 +176,18 @@ struct Accounting<'h, 'a> {
     first_bytes: Vec<u8>,
     first_byte_at: Option<Instant>,
     json_content_type: bool,
+    /// Arrival of `data: [DONE]`: the protocol's end of the response, and the request's end.
+    done_at: Option<Instant>,
+    /// Events that arrived after `[DONE]` (ignored: the response had ended).
+    after_done: u64,
 }
+
+/// After `data: [DONE]`, the rest of the HTTP body (the chunked terminator) is read for at most
+/// this long so that the connection can be reused; a server that holds the body open longer gets
+/// its connection closed, and the stream slot opens a new one (issue 17).
+pub const DRAIN_AFTER_DONE: Duration = Duration::from_millis(50);
+/// At most this many bytes after `data: [DONE]` are read and discarded while draining.
+pub const DRAIN_AFTER_DONE_BYTES: usize = 64 * 1024;
 
 /// Bound on tokens per token-carrying event ([`usage_bound`]; the rule is in servebench-core's
 /// `plausibility` module and docs/metrics.md, Faults).
@@ -233,7 +249,14 @@ impl<'h, 'a> Accounting<'h, 'a> {
             first_bytes: Vec::new(),
             first_byte_at: None,
             json_content_type,
+            done_at: None,
+            after_done: 0,
         }
+    }
+
+    /// `data: [DONE]` arrived: the response is over, whatever the connection does next.
+    fn done(&self) -> bool {
+        self.done_at.is_some()
     }
 
     fn first_token_at(&self) -> Option<Instant> {
@@ -280,6 +303,11 @@ impl<'h, 'a> Accounting<'h, 'a> {
     }
 
     fn on_event(&mut self, ev: &servebench_sse::SseEvent<'_>) {
+        if self.done_at.is_some() {
+            // the response ended at [DONE]: what follows it (in the same read) is not counted
+            self.after_done += 1;
+            return;
+        }
         self.sse_events += 1;
         let d: Decoded<'_> = decode_event(ev);
         if let (
@@ -306,6 +334,9 @@ impl<'h, 'a> Accounting<'h, 'a> {
         }
         let events_before = self.tracker.token_events();
         let added = self.tracker.apply(&d, ev.at);
+        if matches!(d, Decoded::Done) {
+            self.done_at = Some(ev.at);
+        }
         let token_event = self.tracker.token_events() > events_before;
         if added == 0 && !token_event {
             if matches!(&d, Decoded::Chunk(c) if c.has_choice) {
@@ -387,7 +418,8 @@ impl<'h, 'a> Accounting<'h, 'a> {
                     .iter()
                     .find(|b| !b.is_ascii_whitespace())
                     .is_some_and(|&b| b == b'{'));
-        let now = Instant::now();
+        // A response that reached `[DONE]` ended then, not when the connection did.
+        let now = self.done_at.unwrap_or_else(Instant::now);
         let last_token = self.prev_token_at;
         let mut record = self.tracker.finish(now, clean_eof, cancelled);
         // A request silent from its last token to its end (cut at the window end, or failed).
@@ -457,6 +489,7 @@ impl<'h, 'a> Accounting<'h, 'a> {
                 usage_jump: self.usage_jump,
                 long_gaps: self.long_gaps,
                 first_byte_at: self.first_byte_at,
+                events_after_done: self.after_done,
                 ..Default::default()
             },
         }
@@ -482,6 +515,7 @@ fn failed_before_stream(sent_at: Instant, err: String, kind: FailureKind) -> Str
 fn http_failure(sent_at: Instant, e: &crate::error::HttpError) -> StreamOutcome {
     let mut out = failed_before_stream(sent_at, e.to_string(), crate::failure::of_http(e));
     out.facts.retry_after = retry_after_of(e);
+    out.facts.http_status = e.status();
     out
 }
 
@@ -731,6 +765,7 @@ async fn run_stream_h1(
     let mut acc = Accounting::new(hooks, sent_at, max_tokens, stream.content_type());
     let mut buf: Vec<u8> = Vec::with_capacity(16 * 1024);
     let (mut clean_eof, mut was_cancelled, mut transport_error) = (false, false, None);
+    let mut ended_by_done = false;
     // One cancellation future for the whole stream: creating it per read would register and
     // unregister a waiter (a locked list operation) for every SSE event; gated, so that it is
     // polled only when the token woke it (see `WakeGate`).
@@ -764,6 +799,12 @@ async fn run_stream_h1(
             Ok(Some(at)) => {
                 last_byte = last_byte.max(at);
                 acc.push(&buf, at);
+                if acc.done() {
+                    acc.finish_framer(at);
+                    clean_eof = true;
+                    ended_by_done = true;
+                    break;
+                }
                 if !idle_armed && acc.first_token_at().is_some() {
                     // the first token switches to the (usually shorter) idle deadline
                     idle_armed = true;
@@ -784,6 +825,11 @@ async fn run_stream_h1(
         if acc.failed() {
             break;
         }
+    }
+    if ended_by_done {
+        // The response ended at [DONE]; read the end of the HTTP body (bounded) so the
+        // connection can carry the next request, else it is closed (never reused mid-body).
+        stream.drain(DRAIN_AFTER_DONE_BYTES, DRAIN_AFTER_DONE).await;
     }
     let read_delay = stream.read_delay();
     if clean_eof {
@@ -824,6 +870,18 @@ async fn run_stream_reqwest(
         .get(reqwest::header::CONTENT_TYPE)
         .and_then(|v| v.to_str().ok())
         .map(str::to_owned);
+    if let Some(enc) = resp
+        .headers()
+        .get(reqwest::header::CONTENT_ENCODING)
+        .map(|v| String::from_utf8_lossy(v.as_bytes()).trim().to_string())
+        .filter(|e| !e.is_empty() && !e.eq_ignore_ascii_case("identity"))
+    {
+        let e = crate::error::HttpError::Body {
+            url: client.target().url(path),
+            detail: h1::unrequested_encoding(&enc),
+        };
+        return http_failure(sent_at, &e);
+    }
     let mut acc = Accounting::new(hooks, sent_at, max_tokens, content_type.as_deref());
     let (mut clean_eof, mut was_cancelled, mut transport_error) = (false, false, None);
     let mut cancel = WakeGate::new(cancelled(hooks.cancel));
@@ -855,6 +913,12 @@ async fn run_stream_reqwest(
             Ok(Some(bytes)) => {
                 last_byte = at;
                 acc.push(&bytes, at);
+                if acc.done() {
+                    // the protocol's end; dropping `resp` unread closes its connection
+                    acc.finish_framer(at);
+                    clean_eof = true;
+                    break;
+                }
                 if !idle_armed && acc.first_token_at().is_some() {
                     idle_armed = true;
                     let d = limits.body_deadline(sent_at, acc.first_token_at(), last_byte);
@@ -1391,5 +1455,175 @@ mod wake_gate_tests {
             (t1.0.load(Ordering::SeqCst), t2.0.load(Ordering::SeqCst)),
             (0, 1)
         );
+    }
+}
+
+#[cfg(test)]
+mod done_tests {
+    //! The end of a stream at `data: [DONE]` (issue 17), on loopback servers.
+
+    use super::*;
+
+    const TOK: &str = r#"{"choices":[{"index":0,"delta":{"content":"a"},"finish_reason":null}]}"#;
+
+    fn ms(base: Instant, m: u64) -> Instant {
+        base + Duration::from_millis(m)
+    }
+
+    /// A loopback keep-alive server for one connection: answers each request on it with the
+    /// response that `answer(k)` writes (k = 0, 1, ...). Returns the URL and how many requests
+    /// it read on that connection.
+    fn keep_alive_server(
+        answer: impl Fn(usize, &mut std::net::TcpStream) + Send + 'static,
+    ) -> (String, std::sync::Arc<std::sync::atomic::AtomicUsize>) {
+        use std::io::Read;
+        let listener = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+        let url = format!("http://{}", listener.local_addr().unwrap());
+        let served = std::sync::Arc::new(std::sync::atomic::AtomicUsize::new(0));
+        let count = served.clone();
+        std::thread::spawn(move || {
+            for conn in listener.incoming().flatten() {
+                let mut s = conn;
+                let mut k = 0;
+                loop {
+                    let mut req = Vec::new();
+                    let mut b = [0u8; 4096];
+                    while !req.ends_with(b"}") {
+                        match s.read(&mut b) {
+                            Ok(n) if n > 0 => req.extend_from_slice(&b[..n]),
+                            _ => break,
+                        }
+                    }
+                    if !req.ends_with(b"}") {
+                        break;
+                    }
+                    count.fetch_add(1, Ordering::SeqCst);
+                    answer(k, &mut s);
+                    k += 1;
+                }
+            }
+        });
+        (url, served)
+    }
+
+    fn sse_chunk(s: &mut std::net::TcpStream, data: &str) {
+        use std::io::Write;
+        let _ = write!(s, "{:x}\r\n{data}\r\n", data.len());
+        let _ = s.flush();
+    }
+
+    fn three_tokens_and_done(s: &mut std::net::TcpStream) {
+        use std::io::Write;
+        let _ = write!(
+            s,
+            "HTTP/1.1 200 OK\r\nContent-Type: text/event-stream\r\nTransfer-Encoding: chunked\r\n\r\n"
+        );
+        for _ in 0..3 {
+            sse_chunk(s, &format!("data: {TOK}\n\n"));
+        }
+        sse_chunk(s, "data: [DONE]\n\n");
+    }
+
+    fn client_for(url: &str) -> HttpClient {
+        let t = crate::Target::from_url(url, None, crate::Endpoint::Chat).unwrap();
+        HttpClient::new(t).unwrap()
+    }
+
+    /// The request ends at `data: [DONE]`; a body held open after it is not waited for, what
+    /// comes after `[DONE]` is not counted, and the half-read connection is never reused
+    /// (issue 17: the run used to wait for the idle timeout).
+    #[test]
+    fn done_ends_the_request_and_a_held_body_is_not_reused() {
+        let (url, served) = keep_alive_server(|_, s| {
+            three_tokens_and_done(s);
+            std::thread::sleep(Duration::from_millis(1500));
+            sse_chunk(s, &format!("data: {TOK}\n\n"));
+            sse_chunk(s, "");
+        });
+        let client = client_for(&url);
+        let rt = tokio::runtime::Builder::new_current_thread()
+            .enable_all()
+            .build()
+            .unwrap();
+        rt.block_on(async {
+            let mut slot = None;
+            let t0 = Instant::now();
+            let out = run_stream(
+                &client,
+                &mut slot,
+                "/v1/chat/completions",
+                Bytes::from_static(b"{\"max_tokens\":16}"),
+                StreamHooks::default(),
+            )
+            .await;
+            let took = t0.elapsed();
+            assert!(out.record.completed, "{:?}", out.record.error);
+            assert_eq!(out.record.output_tokens, 3);
+            assert!(
+                took < Duration::from_millis(1000),
+                "waited {took:?} after [DONE]"
+            );
+            assert!(
+                out.record.end_at < t0 + Duration::from_millis(1000),
+                "the request ends at [DONE]"
+            );
+            assert!(
+                slot.is_none(),
+                "a connection whose body was not read to its end is not reused"
+            );
+        });
+        assert_eq!(served.load(Ordering::SeqCst), 1);
+    }
+
+    /// A body that ends right after `[DONE]` (the terminator in its own write) keeps its
+    /// connection: the next request goes over it (keep-alive is not lost by ending at [DONE]).
+    #[test]
+    fn body_end_right_after_done_keeps_the_connection() {
+        let (url, served) = keep_alive_server(|_, s| {
+            three_tokens_and_done(s);
+            std::thread::sleep(Duration::from_millis(5));
+            sse_chunk(s, "");
+        });
+        let client = client_for(&url);
+        let rt = tokio::runtime::Builder::new_current_thread()
+            .enable_all()
+            .build()
+            .unwrap();
+        rt.block_on(async {
+            let mut slot = None;
+            for _ in 0..2 {
+                let out = run_stream(
+                    &client,
+                    &mut slot,
+                    "/v1/chat/completions",
+                    Bytes::from_static(b"{\"max_tokens\":16}"),
+                    StreamHooks::default(),
+                )
+                .await;
+                assert!(out.record.completed, "{:?}", out.record.error);
+                assert_eq!(out.record.output_tokens, 3);
+                assert!(slot.is_some(), "the drained connection is kept");
+            }
+        });
+        // both requests on the first connection
+        assert_eq!(served.load(Ordering::SeqCst), 2);
+    }
+
+    /// Events in the same read after `[DONE]` are not counted.
+    #[test]
+    fn events_after_done_in_the_same_read_are_ignored() {
+        let base = Instant::now();
+        let hooks = StreamHooks::default();
+        let mut acc = Accounting::new(&hooks, base, None, Some("text/event-stream"));
+        acc.push(
+            format!("data: {TOK}\n\ndata: [DONE]\n\ndata: {TOK}\n\ndata: {TOK}\n\n").as_bytes(),
+            ms(base, 5),
+        );
+        assert!(acc.done());
+        acc.finish_framer(ms(base, 6));
+        let out = acc.close(true, false, None);
+        assert_eq!(out.record.output_tokens, 1);
+        assert_eq!(out.facts.events_after_done, 2);
+        assert_eq!(out.record.end_at, ms(base, 5), "ends at the [DONE] arrival");
     }
 }

@@ -227,6 +227,19 @@ pub const POOL_IDLE_TIMEOUT: Duration = Duration::from_secs(4);
 /// Timeout for small JSON requests (`/v1/models`, `/version`, `/metrics`, `/tokenize`).
 pub const PROBE_TIMEOUT: Duration = Duration::from_secs(10);
 
+/// Largest body servebench reads outside the SSE stream (`/v1/models`, `/tokenize`, info
+/// endpoints, `/metrics`), in bytes: 16 MiB. A larger body is refused with
+/// [`HttpError::TooLarge`] as soon as the cap is passed (issue 17: a 200 MB `/metrics` page was
+/// read whole, 3 GB of memory). vLLM's `/metrics` is ~100 KiB; a list of 200,000 model ids
+/// ~11 MiB.
+pub const MAX_BODY_BYTES: usize = 16 * 1024 * 1024;
+
+/// Largest error body read for its message, in bytes (the message keeps 300 characters).
+pub const MAX_ERROR_BODY_BYTES: usize = 64 * 1024;
+
+/// The time cap of a body read that has no deadline of its own (a `post_json` without one).
+pub const BODY_TIMEOUT: Duration = Duration::from_secs(300);
+
 impl HttpClient {
     /// Builds the client: HTTP/1.1 only (one stream per connection, predictable), unlimited
     /// idle connections per host, TCP_NODELAY, 30 s connect timeout, no overall timeout.
@@ -320,7 +333,10 @@ impl HttpClient {
             .and_then(|v| v.to_str().ok())
             .map(|s| format!(" (Retry-After: {s})"))
             .unwrap_or_default();
-        let body = resp.text().await.unwrap_or_default();
+        let body = match read_capped(method, url, resp, MAX_ERROR_BODY_BYTES).await {
+            Ok(b) => b,
+            Err((partial, _)) => partial,
+        };
         Err(HttpError::Status {
             method,
             url: url.to_string(),
@@ -335,7 +351,9 @@ impl HttpClient {
         let rb = self.auth(self.inner.get(&url)).timeout(timeout);
         let resp = rb.send().await.map_err(|e| Self::map_err("GET", &url, e))?;
         let resp = Self::check("GET", &url, resp).await?;
-        resp.text().await.map_err(|e| Self::map_err("GET", &url, e))
+        read_capped("GET", &url, resp, MAX_BODY_BYTES)
+            .await
+            .map_err(|(_, e)| e)
     }
 
     /// `GET path` and parse JSON.
@@ -355,19 +373,18 @@ impl HttpClient {
         timeout: Option<Duration>,
     ) -> Result<Value, HttpError> {
         let url = self.target.url(path);
-        let mut rb = self.auth(self.inner.post(&url)).json(body);
-        if let Some(t) = timeout {
-            rb = rb.timeout(t);
-        }
+        let rb = self
+            .auth(self.inner.post(&url))
+            .json(body)
+            .timeout(timeout.unwrap_or(BODY_TIMEOUT));
         let resp = rb
             .send()
             .await
             .map_err(|e| Self::map_err("POST", &url, e))?;
         let resp = Self::check("POST", &url, resp).await?;
-        let text = resp
-            .text()
+        let text = read_capped("POST", &url, resp, MAX_BODY_BYTES)
             .await
-            .map_err(|e| Self::map_err("POST", &url, e))?;
+            .map_err(|(_, e)| e)?;
         serde_json::from_str(&text).map_err(|e| HttpError::Body {
             url: url.clone(),
             detail: format!("not JSON ({e}): {}", crate::error::one_line(&text, 120)),
@@ -393,6 +410,45 @@ impl HttpClient {
             .await
             .map_err(|e| Self::map_err("POST", &url, e))?;
         Self::check("POST", &url, resp).await
+    }
+}
+
+/// Reads `resp`'s body, at most `max` bytes (a `Content-Length` above it is refused before
+/// reading). On an error, also returns what was read so far (lossy UTF-8). The time cap is the
+/// request's own timeout (reqwest's covers the body).
+async fn read_capped(
+    method: &'static str,
+    url: &str,
+    mut resp: reqwest::Response,
+    max: usize,
+) -> Result<String, (String, HttpError)> {
+    let too_large = || HttpError::TooLarge {
+        method,
+        url: url.to_string(),
+        limit_bytes: max as u64,
+    };
+    if resp.content_length().is_some_and(|n| n > max as u64) {
+        return Err((String::new(), too_large()));
+    }
+    let mut out: Vec<u8> = Vec::new();
+    loop {
+        match resp.chunk().await {
+            Ok(Some(c)) => {
+                if out.len() + c.len() > max {
+                    let room = max - out.len();
+                    out.extend_from_slice(&c[..room]);
+                    return Err((String::from_utf8_lossy(&out).into_owned(), too_large()));
+                }
+                out.extend_from_slice(&c);
+            }
+            Ok(None) => return Ok(String::from_utf8_lossy(&out).into_owned()),
+            Err(e) => {
+                return Err((
+                    String::from_utf8_lossy(&out).into_owned(),
+                    HttpClient::map_err(method, url, e),
+                ))
+            }
+        }
     }
 }
 
@@ -481,5 +537,76 @@ mod tests {
         for e in [err("h/x"), err(""), err("http://:1")] {
             assert!(!e.to_string().contains("--"), "{e}");
         }
+    }
+
+    /// A server that answers every request with `head` and then `body_chunk` repeated until
+    /// the client goes away.
+    fn endless_server(head: &'static str, body_chunk: &'static [u8]) -> String {
+        use std::io::{Read, Write};
+        let listener = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+        let url = format!("http://{}", listener.local_addr().unwrap());
+        std::thread::spawn(move || {
+            for conn in listener.incoming().flatten() {
+                std::thread::spawn(move || {
+                    let mut s = conn;
+                    let mut req = Vec::new();
+                    let mut b = [0u8; 4096];
+                    while !req.windows(4).any(|w| w == b"\r\n\r\n") {
+                        match s.read(&mut b) {
+                            Ok(n) if n > 0 => req.extend_from_slice(&b[..n]),
+                            _ => return,
+                        }
+                    }
+                    if s.write_all(head.as_bytes()).is_err() {
+                        return;
+                    }
+                    while s.write_all(body_chunk).is_ok() {}
+                });
+            }
+        });
+        url
+    }
+
+    /// Bodies outside the SSE stream are capped (issue 17: a 200 MB `/metrics` page was read
+    /// whole): an endless chunked page and a 200 MB `Content-Length` both end as `TooLarge`,
+    /// long before the time cap.
+    #[test]
+    fn bodies_are_capped() {
+        let rt = tokio::runtime::Builder::new_current_thread()
+            .enable_all()
+            .build()
+            .unwrap();
+        // an endless page, 64 KiB chunks of Prometheus comments
+        static CHUNK: std::sync::OnceLock<Vec<u8>> = std::sync::OnceLock::new();
+        let chunk = CHUNK.get_or_init(|| {
+            let data = "# HELP x y\n".repeat(5958);
+            format!("{:x}\r\n{data}\r\n", data.len()).into_bytes()
+        });
+        let endless = endless_server(
+            "HTTP/1.1 200 OK\r\nContent-Type: text/plain\r\nTransfer-Encoding: chunked\r\n\r\n",
+            chunk,
+        );
+        let huge = endless_server(
+            "HTTP/1.1 200 OK\r\nContent-Type: text/plain\r\nContent-Length: 200000000\r\n\r\n",
+            b"# HELP x y\n",
+        );
+        rt.block_on(async {
+            for url in [endless, huge] {
+                let c = HttpClient::new(Target::from_url(&url, None, Endpoint::Chat).unwrap())
+                    .unwrap();
+                let t0 = std::time::Instant::now();
+                let e = c
+                    .get_text("/metrics", Duration::from_secs(60))
+                    .await
+                    .unwrap_err();
+                assert!(
+                    matches!(e, HttpError::TooLarge { limit_bytes, .. } if limit_bytes == MAX_BODY_BYTES as u64),
+                    "{e}"
+                );
+                assert!(e.is_overrun());
+                assert!(e.to_string().contains("larger than 16 MiB"), "{e}");
+                assert!(t0.elapsed() < Duration::from_secs(30), "{:?}", t0.elapsed());
+            }
+        });
     }
 }

@@ -50,7 +50,8 @@ use crate::measure::{
 };
 use crate::plan::CellSpec;
 use crate::plausibility::{
-    analyze_stalls, check_requests, stall_finding, RequestFacts, StallInput,
+    analyze_stalls, check_requests, check_stream_timing, stall_finding, RequestFacts, StallInput,
+    StreamTiming,
 };
 use crate::procstat::process_cpu_seconds;
 use crate::telemetry::{ClientWindow, Occupancy, Sampler, ServerSample, Telemetry, TimedScrape};
@@ -788,6 +789,18 @@ impl SustainedRun {
             })
             .collect();
         let mut findings = check_requests(&facts, s.max_tokens);
+        let timings: Vec<StreamTiming> = self
+            .outcomes
+            .iter()
+            .filter(|o| w.holds(&o.record) && !o.record.failed())
+            .map(|o| StreamTiming {
+                output_tokens: o.record.output_tokens,
+                one_read: o.record.first_token_at.is_some()
+                    && o.record.first_token_at == o.record.last_token_at,
+                tps_per_user: o.record.output_tps_per_user(),
+            })
+            .collect();
+        findings.extend(check_stream_timing(&timings));
         let stall_inputs: Vec<StallInput<'_>> = self
             .outcomes
             .iter()
@@ -807,7 +820,20 @@ impl SustainedRun {
         let stalls = analyze_stalls(&stall_inputs, (w.start, w.end), typical_gap);
         findings.extend(stall_finding(&stalls));
         m.stalls = Some(stalls);
-        if tally.tokens == 0 {
+        if tally.tokens == 0 && tally.token_events > 0 {
+            // Tokens arrived, but the server's cumulative usage did not grow inside the window
+            // (it went down, or stayed at a value reached before): the count cannot be trusted,
+            // and the server did send output, so this is not `no_output` (issue 17).
+            m.verdict = Verdict::new(
+                CellStatus::Invalid,
+                format!(
+                    "usage_implausible: {} token events arrived inside the measured window but the server's usage.completion_tokens did not grow over them{}; the token count cannot be trusted",
+                    tally.token_events,
+                    if tally.nonmonotonic_usage { " (it went down)" } else { "" }
+                ),
+                Some(FailureKind::UsageImplausible),
+            );
+        } else if tally.tokens == 0 {
             m.verdict = Verdict::new(
                 CellStatus::Invalid,
                 "no output tokens arrived inside the measured window".into(),

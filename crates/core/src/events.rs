@@ -237,7 +237,7 @@ impl EventSink {
 
     /// Records a log line and also forwards it as a [`RunEvent::Warning`].
     pub fn warn(&self, message: impl Into<String>) {
-        let message = message.into();
+        let message = clean(message.into());
         self.log(message.clone());
         self.emit(RunEvent::Warning { message });
     }
@@ -247,9 +247,10 @@ impl EventSink {
         self.skip.clone()
     }
 
-    /// Records a log line (`"HH:MM:SS message"`) and forwards it.
+    /// Records a log line (`"HH:MM:SS message"`) and forwards it. Control characters (a
+    /// server's model id or error text with escape sequences) are replaced by spaces first.
     pub fn log(&self, message: impl Into<String>) {
-        let message = message.into();
+        let message = clean(message.into());
         let time = chrono::Local::now().format("%H:%M:%S").to_string();
         if let Ok(mut l) = self.lines.lock() {
             l.push(format!("{time} {message}"));
@@ -267,6 +268,15 @@ impl EventSink {
     /// The complete event log so far.
     pub fn lines(&self) -> Vec<String> {
         self.lines.lock().map(|l| l.clone()).unwrap_or_default()
+    }
+}
+
+/// `message` without control characters ([`servebench_client::error::strip_controls`]); no copy
+/// when it has none.
+fn clean(message: String) -> String {
+    match servebench_client::error::strip_controls(&message) {
+        std::borrow::Cow::Borrowed(_) => message,
+        std::borrow::Cow::Owned(s) => s,
     }
 }
 

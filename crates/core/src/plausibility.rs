@@ -32,6 +32,15 @@
 //!   were silent for most of the window, so the throughput does not describe decode). Shorter
 //!   stalls are real server behaviour (an engine starved of CPU pauses all its streams) and stay
 //!   a warning with `stall_fraction`.
+//! * **Tokens that all arrived in one read** (issue 17): a request of at least
+//!   [`SINGLE_WRITE_MIN_TOKENS`] (16) output tokens whose first and last token arrived in the same
+//!   read (TTFT = E2E, no ITL): warning `single_write` — the server or a proxy buffered the
+//!   answer, so its TTFT, ITL and per-stream rate are not a stream's. Publish gives such a row a
+//!   non-`accepted` verdict.
+//! * **Per-stream speed beyond the bound** (issue 17): a request whose decode rate
+//!   (`output_tps_per_user` = 1 / ITL) exceeds [`MAX_TOK_S_PER_STREAM`] (5,000 tok/s, the
+//!   registry's physical bound for one stream): warning `implausible_speed`; publish gives the row
+//!   a non-`accepted` verdict.
 //! * **Plain JSON answer to `stream: true`** and the timeouts are request failures
 //!   ([`FailureKind`]) that invalidate the cell through the usual path.
 
@@ -48,6 +57,63 @@ pub const STALL_INVALID_FRACTION: f64 = 0.5;
 pub const TRUNCATION_RATIO: f64 = 0.5;
 /// Relative difference of measured prompt tokens and requested context that is flagged.
 pub const CONTEXT_TOLERANCE: f64 = 0.05;
+/// Fewest output tokens of a request whose arrival in one read is flagged `single_write`
+/// (shorter answers can fit one read legitimately, e.g. a few speculative-decoding chunks that
+/// the client read together).
+pub const SINGLE_WRITE_MIN_TOKENS: u64 = 16;
+/// Fastest plausible decode rate of one stream, tok/s (the registry's
+/// `validate::bounds::MAX_DECODE_TOK_S_PER_STREAM`).
+pub const MAX_TOK_S_PER_STREAM: f64 = 5_000.0;
+
+/// What the stream-timing checks need of one request.
+#[derive(Clone, Copy, Debug, Default, PartialEq)]
+pub struct StreamTiming {
+    /// Output tokens.
+    pub output_tokens: u64,
+    /// First and last token arrived at the same instant (the same read).
+    pub one_read: bool,
+    /// Decode rate seen by the request, tok/s (1 / ITL), when it has an ITL.
+    pub tps_per_user: Option<f64>,
+}
+
+/// Checks of a cell's request timings: `single_write` and `implausible_speed` warnings (see
+/// the module docs).
+pub fn check_stream_timing(requests: &[StreamTiming]) -> Vec<Finding> {
+    let mut out = Vec::new();
+    let one: Vec<u64> = requests
+        .iter()
+        .filter(|r| r.one_read && r.output_tokens >= SINGLE_WRITE_MIN_TOKENS)
+        .map(|r| r.output_tokens)
+        .collect();
+    if let Some(&most) = one.iter().max() {
+        out.push(Finding {
+            kind: FailureKind::SingleWrite,
+            invalid: false,
+            message: format!(
+                "single_write: {} of {} requests received all their tokens (up to {most}) in one read (TTFT = E2E, no ITL): the server or a proxy buffers the stream, so TTFT, ITL and per-stream rates are not a stream's",
+                one.len(),
+                requests.len()
+            ),
+        });
+    }
+    let fast: Vec<f64> = requests
+        .iter()
+        .filter_map(|r| r.tps_per_user)
+        .filter(|&t| t > MAX_TOK_S_PER_STREAM)
+        .collect();
+    if let Some(top) = fast.iter().copied().reduce(f64::max) {
+        out.push(Finding {
+            kind: FailureKind::ImplausibleSpeed,
+            invalid: false,
+            message: format!(
+                "implausible_speed: {} of {} requests decoded faster than {MAX_TOK_S_PER_STREAM:.0} tok/s per stream (up to {top:.0} tok/s): no server streams that fast; the tokens arrived buffered",
+                fast.len(),
+                requests.len()
+            ),
+        });
+    }
+    out
+}
 
 /// One check's outcome.
 #[derive(Clone, Debug, PartialEq)]
@@ -452,5 +518,55 @@ mod tests {
         };
         assert!(check_context(&mut c, 0, None, None).is_empty());
         assert_eq!(c.requested_context_tokens, Some(0));
+    }
+}
+
+#[cfg(test)]
+mod stream_timing_tests {
+    use super::*;
+
+    #[test]
+    fn one_read_streams_and_impossible_speeds_are_flagged() {
+        let ok = StreamTiming {
+            output_tokens: 32,
+            one_read: false,
+            tps_per_user: Some(180.0),
+        };
+        assert!(check_stream_timing(&[ok, ok]).is_empty());
+        // a short answer in one read is not flagged
+        let short = StreamTiming {
+            output_tokens: 4,
+            one_read: true,
+            tps_per_user: None,
+        };
+        assert!(check_stream_timing(&[short]).is_empty());
+        let buffered = StreamTiming {
+            output_tokens: 32,
+            one_read: true,
+            tps_per_user: None,
+        };
+        let f = check_stream_timing(&[ok, buffered]);
+        assert_eq!(f.len(), 1);
+        assert_eq!(f[0].kind, FailureKind::SingleWrite);
+        assert!(!f[0].invalid);
+        assert!(
+            f[0].message.starts_with("single_write: 1 of 2 requests"),
+            "{}",
+            f[0].message
+        );
+        let fast = StreamTiming {
+            output_tokens: 32,
+            one_read: false,
+            tps_per_user: Some(5_001.0),
+        };
+        let f = check_stream_timing(&[fast]);
+        assert_eq!(f.len(), 1);
+        assert_eq!(f[0].kind, FailureKind::ImplausibleSpeed);
+        // exactly at the bound is plausible
+        let edge = StreamTiming {
+            tps_per_user: Some(MAX_TOK_S_PER_STREAM),
+            ..fast
+        };
+        assert!(check_stream_timing(&[edge]).is_empty());
     }
 }

@@ -157,6 +157,21 @@ pub fn explain_models_error(e: &HttpError, has_key: bool) -> ProbeError {
     }
 }
 
+/// A list of server-supplied ids for a message: the first `show` (each without control
+/// characters, cut at 80 characters), then `… (N in all)` when there are more — 200,000 model
+/// ids are never printed on one line (issue 17).
+pub fn summarize_ids(ids: &[String], show: usize) -> String {
+    let mut out: Vec<String> = ids
+        .iter()
+        .take(show)
+        .map(|i| servebench_client::error::one_line(i, 80))
+        .collect();
+    if ids.len() > show {
+        out.push(format!("… ({} in all)", ids.len()));
+    }
+    out.join(", ")
+}
+
 /// Parses `/v1/models` and picks the model: the requested one must be served; default the first.
 pub fn choose_model(
     models: &ModelsInfo,
@@ -173,10 +188,10 @@ pub fn choose_model(
             if models.get(m).is_some() {
                 Ok(m.to_string())
             } else {
-                let ids: Vec<String> = models.model_ids().into_iter().take(10).collect();
                 Err(ProbeError::new(format!(
-                    "model {m:?} is not served by {server}; available: {}",
-                    ids.join(", ")
+                    "model {:?} is not served by {server}; available: {}",
+                    servebench_client::error::one_line(m, 200),
+                    summarize_ids(&models.model_ids(), 10)
                 )))
             }
         }
@@ -188,13 +203,55 @@ async fn get_text_opt(client: &HttpClient, path: &str) -> Option<String> {
     client.get_text(path, INFO_TIMEOUT).await.ok()
 }
 
-/// Fetches and parses `/metrics`; `Err` carries why it is unusable.
-pub async fn scrape_metrics(client: &HttpClient, timeout: Duration) -> Result<Scrape, String> {
+/// Why a `/metrics` scrape gave nothing.
+#[derive(Clone, Debug, PartialEq)]
+pub struct ScrapeError {
+    /// One-line reason.
+    pub message: String,
+    /// The page overran its size cap ([`servebench_client::target::MAX_BODY_BYTES`]) or its
+    /// time cap: scraping it again would cost the client the same (telemetry disables the
+    /// source).
+    pub overrun: bool,
+}
+
+impl std::fmt::Display for ScrapeError {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(&self.message)
+    }
+}
+
+/// Fetches and parses `/metrics` (at most [`servebench_client::target::MAX_BODY_BYTES`], within
+/// `timeout`); `Err` carries why it is unusable. An empty page (no sample at all) is an error,
+/// never a sample of zeros.
+pub async fn scrape_metrics_typed(
+    client: &HttpClient,
+    timeout: Duration,
+) -> Result<Scrape, ScrapeError> {
     let text = client
         .get_text("/metrics", timeout)
         .await
-        .map_err(|e| e.to_string())?;
-    Scrape::parse(&text).map_err(|e| format!("/metrics is not Prometheus text: {e}"))
+        .map_err(|e| ScrapeError {
+            message: e.to_string(),
+            overrun: e.is_overrun(),
+        })?;
+    let scrape = Scrape::parse(&text).map_err(|e| ScrapeError {
+        message: format!("/metrics is not Prometheus text: {e}"),
+        overrun: false,
+    })?;
+    if scrape.is_empty() {
+        return Err(ScrapeError {
+            message: "/metrics answered an empty page (no samples)".into(),
+            overrun: false,
+        });
+    }
+    Ok(scrape)
+}
+
+/// [`scrape_metrics_typed`] with the reason as text.
+pub async fn scrape_metrics(client: &HttpClient, timeout: Duration) -> Result<Scrape, String> {
+    scrape_metrics_typed(client, timeout)
+        .await
+        .map_err(|e| e.message)
 }
 
 /// Lists models, picks the model, identifies the engine and its limits, checks `/metrics`.

@@ -469,13 +469,13 @@ fn log_prefill_plan(events: &EventSink, cfg: &RunConfig, plan: &Plan) {
 fn log_server(events: &EventSink, info: &ServerInfo) {
     events.log(format!("benchmark start engine={}", info.engine_name));
     events.log(format!(
-        "startup engine {}{} models={:?}",
+        "startup engine {}{} models={}",
         info.engine_name,
         info.engine_version
             .as_deref()
             .map(|v| format!(" {v}"))
             .unwrap_or_default(),
-        info.models
+        crate::probe::summarize_ids(&info.models, 10)
     ));
     events.log(format!("startup model {}", info.model));
     if let Some(len) = info.max_model_len {
@@ -613,7 +613,35 @@ impl Ctx<'_> {
     /// make every cell wait; other failures are logged (the cells report them).
     async fn jit_probe(&self, what: &str) -> Result<(), RunError> {
         let out = run_probe(&self.client, self.path(), self.jit_body(), self.cancel).await;
+        let status = out.facts.http_status;
         match (out.record.error, out.facts.kind) {
+            // A refused completion request (no or wrong key, wrong path or endpoint): a
+            // startup error (exit 1), not a cell to fail (issue 17; README, exit codes).
+            (Some(e), Some(FailureKind::HttpStatus))
+                if matches!(status, Some(401 | 403 | 404)) && !self.cancel.is_cancelled() =>
+            {
+                self.events.log(format!("{what} failed: {e}"));
+                let has_key = self
+                    .client
+                    .target()
+                    .api_key
+                    .as_deref()
+                    .is_some_and(|k| !k.is_empty());
+                let p = match status {
+                    Some(404) => crate::probe::ProbeError::hinted(
+                        format!("the server refused the {what}: {e}"),
+                        crate::probe::Hint::UrlPath,
+                    ),
+                    _ if has_key => crate::probe::ProbeError::new(format!(
+                        "the server rejected the API key for the {what}: {e}"
+                    )),
+                    _ => crate::probe::ProbeError::hinted(
+                        format!("the server requires an API key for the {what}: {e}"),
+                        crate::probe::Hint::ApiKey,
+                    ),
+                };
+                Err(RunError::Probe(p))
+            }
             (Some(e), Some(k)) if k.is_timeout() && !self.cancel.is_cancelled() => {
                 self.events.log(format!("{what} failed: {e}"));
                 let limits = self.client.policy().limits(RequestClass::Probe, 0, 1);
@@ -1145,6 +1173,10 @@ impl Ctx<'_> {
                 let more = index < total
                     || (self.cfg.burst.run_burst && self.plan.mode == DecodeMode::Duration);
                 self.health_check(&result, more, m).await;
+            }
+            if let Some(w) = self.telemetry.as_ref().and_then(Telemetry::take_disabled) {
+                self.events.warn(format!("warning: {w}"));
+                result.warnings.push(w);
             }
             let ran = kept.is_none() && !result.status.is_skipped();
             self.events.emit(RunEvent::CellFinished {

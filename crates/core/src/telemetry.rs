@@ -18,7 +18,7 @@ use tokio_util::sync::CancellationToken;
 use servebench_metrics::{window_stats, Concept, Engine, Scrape};
 use servebench_results::{CellResult, ServerScrapes};
 
-use crate::probe::scrape_metrics;
+use crate::probe::scrape_metrics_typed;
 use servebench_client::target::HttpClient;
 
 /// Scrape timeout.
@@ -56,16 +56,50 @@ pub struct TimedScrape {
 }
 
 /// Telemetry for one server whose engine and metrics were identified at startup.
+///
+/// A scrape that overruns its size cap ([`servebench_client::target::MAX_BODY_BYTES`]) or its
+/// time cap ([`SCRAPE_TIMEOUT`]) disables the source for the rest of the run: every later
+/// scrape gives `None` at once (unknown, never zero) and [`Telemetry::take_disabled`] gives the
+/// warning, once (issue 17: a 200 MB page scraped every second starved the measurement).
 #[derive(Clone, Debug)]
 pub struct Telemetry {
     client: HttpClient,
     engine: Engine,
+    disabled: Arc<Mutex<Disabled>>,
+}
+
+#[derive(Debug, Default)]
+struct Disabled {
+    /// Why the source was disabled.
+    reason: Option<String>,
+    /// The warning was handed out.
+    reported: bool,
 }
 
 impl Telemetry {
     /// Telemetry through `client` for `engine` (only build it when metrics are available).
     pub fn new(client: HttpClient, engine: Engine) -> Self {
-        Telemetry { client, engine }
+        Telemetry {
+            client,
+            engine,
+            disabled: Arc::new(Mutex::new(Disabled::default())),
+        }
+    }
+
+    /// Why `/metrics` was disabled during the run, if it was.
+    pub fn disabled(&self) -> Option<String> {
+        self.disabled.lock().ok().and_then(|d| d.reason.clone())
+    }
+
+    /// The warning of a source disabled since the last call (`Some` once per run).
+    pub fn take_disabled(&self) -> Option<String> {
+        let mut d = self.disabled.lock().ok()?;
+        if d.reported {
+            return None;
+        }
+        let r = d.reason.clone()?;
+        d.reported = true;
+        Some(r)
     }
 
     /// The engine whose catalog is used.
@@ -82,10 +116,30 @@ impl Telemetry {
         }
     }
 
-    /// One scrape; `None` when it failed (unknown, never zero).
+    /// One scrape; `None` when it failed (unknown, never zero), when the page was empty, or
+    /// when the source is disabled.
     pub async fn scrape(&self) -> Option<TimedScrape> {
+        if self.disabled().is_some() {
+            return None;
+        }
         let sent = Instant::now();
-        let s = scrape_metrics(&self.client, SCRAPE_TIMEOUT).await.ok()?;
+        let s = match scrape_metrics_typed(&self.client, SCRAPE_TIMEOUT).await {
+            Ok(s) => s,
+            Err(e) => {
+                if e.overrun {
+                    if let Ok(mut d) = self.disabled.lock() {
+                        d.reason.get_or_insert_with(|| {
+                            format!(
+                                "server metrics disabled for the rest of the run: {} overran its cap ({}); server-side fields of later cells are unknown",
+                                self.client.target().url("/metrics"),
+                                e.message
+                            )
+                        });
+                    }
+                }
+                return None;
+            }
+        };
         Some(TimedScrape {
             sent,
             at: Instant::now(),
@@ -757,5 +811,86 @@ mod tests {
         assert_eq!(cell.queue_fraction, Some(0.25));
         assert!(cell.underfilled);
         assert!(cell.capacity_limited);
+    }
+
+    /// A local server whose `/metrics` answers are `pages` in order (the last one repeated);
+    /// `"ENDLESS"` is a never-ending page. Counts the scrapes it got.
+    fn metrics_server(
+        pages: Vec<&'static str>,
+    ) -> (String, std::sync::Arc<std::sync::atomic::AtomicUsize>) {
+        use std::io::{Read, Write};
+        use std::sync::atomic::Ordering;
+        let listener = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+        let url = format!("http://{}", listener.local_addr().unwrap());
+        let hits = std::sync::Arc::new(std::sync::atomic::AtomicUsize::new(0));
+        let h = hits.clone();
+        std::thread::spawn(move || {
+            for conn in listener.incoming().flatten() {
+                let k = h.fetch_add(1, Ordering::SeqCst);
+                let page = pages[k.min(pages.len() - 1)];
+                std::thread::spawn(move || {
+                    let mut s = conn;
+                    let mut req = Vec::new();
+                    let mut b = [0u8; 4096];
+                    while !req.windows(4).any(|w| w == b"\r\n\r\n") {
+                        match s.read(&mut b) {
+                            Ok(n) if n > 0 => req.extend_from_slice(&b[..n]),
+                            _ => return,
+                        }
+                    }
+                    if page == "ENDLESS" {
+                        let _ = s.write_all(b"HTTP/1.1 200 OK\r\nTransfer-Encoding: chunked\r\nConnection: close\r\n\r\n");
+                        let data = "# HELP x y\n".repeat(5000);
+                        let c = format!("{:x}\r\n{data}\r\n", data.len());
+                        while s.write_all(c.as_bytes()).is_ok() {}
+                    } else {
+                        let _ = write!(
+                            s,
+                            "HTTP/1.1 200 OK\r\nContent-Length: {}\r\nConnection: close\r\n\r\n{page}",
+                            page.len()
+                        );
+                    }
+                });
+            }
+        });
+        (url, hits)
+    }
+
+    /// An empty page is not a sample; a page that overruns its cap disables the source with a
+    /// warning naming it, once, and later scrapes send nothing (issue 17).
+    #[test]
+    fn empty_pages_are_not_samples_and_an_overrun_disables_the_source() {
+        use std::sync::atomic::Ordering;
+        let (url, hits) = metrics_server(vec![
+            "vllm:num_requests_running 2\n",
+            "",
+            "ENDLESS",
+            "vllm:num_requests_running 2\n",
+        ]);
+        let client = HttpClient::new(
+            servebench_client::Target::from_url(&url, None, servebench_client::Endpoint::Chat)
+                .unwrap(),
+        )
+        .unwrap();
+        let t = Telemetry::new(client, Engine::Vllm);
+        let rt = tokio::runtime::Builder::new_current_thread()
+            .enable_all()
+            .build()
+            .unwrap();
+        rt.block_on(async {
+            let first = t.scrape().await.expect("a sample");
+            assert_eq!(t.sample_of(&first).running, Some(2.0));
+            assert!(t.scrape().await.is_none(), "an empty page is no sample");
+            assert!(t.disabled().is_none(), "an empty page does not disable");
+            assert!(t.scrape().await.is_none(), "the endless page overran");
+            let w = t.take_disabled().expect("disabled");
+            assert!(
+                w.contains(&format!("{url}/metrics")) && w.contains("16 MiB"),
+                "{w}"
+            );
+            assert!(t.take_disabled().is_none(), "the warning comes once");
+            assert!(t.scrape().await.is_none(), "disabled: no more scrapes");
+        });
+        assert_eq!(hits.load(Ordering::SeqCst), 3, "nothing sent once disabled");
     }
 }

@@ -940,8 +940,15 @@ async fn metrics_answering_empty_mid_run_falls_back_to_client_readiness() {
         assert!(!cell.capacity_limited, "{}", brief(cell));
         assert_eq!(cell.server_output_tokens, None, "empty pages: no delta");
     }
-    // The second cell never saw a scheduler gauge.
-    check_measured_without_evidence(o.cell(4, 0), "no running-requests gauge");
+    // The second cell got no sample: an empty page is not a sample (issue 17), so readiness
+    // says that no scrape succeeded (it used to count empty pages as samples without gauges).
+    check_measured_without_evidence(o.cell(4, 0), "no /metrics scrape succeeded");
+    assert_eq!(
+        o.cell(4, 0).server_samples,
+        Some(0),
+        "{}",
+        brief(o.cell(4, 0))
+    );
 }
 
 /// SGLang personality whose `/metrics` fails (HTTP 503) after three scrapes: cells are measured;

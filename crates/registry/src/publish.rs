@@ -14,7 +14,7 @@
 //! | `not-run` | cell status `skipped_*` | `not-run` |
 //! | `infra-invalid` | cell status `error` | `infra-invalid` |
 //! | `cell-invalid` | cell status `invalid`, or no headline number | `measurement-invalid` |
-//! | `implausible` | a number outside physical bounds ([`crate::validate::bounds`]: TTFT < 1 ms, per-stream decode > 5,000 tok/s, …) | `measurement-invalid` |
+//! | `implausible` | a number outside physical bounds ([`crate::validate::bounds`]: TTFT < 1 ms, per-stream decode > 5,000 tok/s, …), or a cell warning `single_write` / `implausible_speed` from the run | `measurement-invalid` |
 //! | `client-lag` | `client_max_tick_lag_ms` > [`CLIENT_LAG_MAX_MS`] | `measurement-invalid` |
 //! | `server-disagrees` | the server's counter delta differs from the client's rate × the server's window by more than [`SERVER_AGREE_REL`] + [`SERVER_AGREE_TOKENS_PER_STREAM`] × C tokens, or a counter reset | `measurement-invalid` |
 //! | `cold-cache-hit` | a cold prefill row whose server reports cached prompt tokens | `measurement-invalid` |
@@ -483,7 +483,7 @@ fn cell_row(c: &CellResult, layer: Layer, max_tokens: u64) -> RowBuild {
         server_counter_reset: c.server_counter_reset == Some(true),
         concurrency: c.concurrency,
         cold_cached_tokens: None,
-        implausible: None,
+        implausible: measured_implausible(c),
     };
     RowBuild {
         layer,
@@ -598,6 +598,28 @@ fn rate_row(r: &RateRow, max_tokens: u64) -> RowBuild {
         cache: CacheTag::WarmPrefix,
         profile: profile::REQUEST_RATE,
     }
+}
+
+/// The cell's own plausibility warnings that make its numbers untrustworthy (issue 17: flagged
+/// at measurement time by servebench-core's `plausibility`): `single_write`,
+/// `implausible_speed`. Their texts, joined.
+fn measured_implausible(c: &CellResult) -> Option<String> {
+    use servebench_results::FailureKind as K;
+    let flagged = |k: K| c.warning_kinds.contains(&k);
+    if !flagged(K::SingleWrite) && !flagged(K::ImplausibleSpeed) {
+        return None;
+    }
+    let texts: Vec<&str> = c
+        .warnings
+        .iter()
+        .map(String::as_str)
+        .filter(|w| w.starts_with("single_write:") || w.starts_with("implausible_speed:"))
+        .collect();
+    Some(if texts.is_empty() {
+        "the cell carries a single_write / implausible_speed warning".to_string()
+    } else {
+        texts.join("; ")
+    })
 }
 
 fn prefill_row(label: &str, p: &PrefillRow, warm: bool) -> RowBuild {
@@ -1249,4 +1271,42 @@ pub fn publish(
     out.written.dedup();
     crate::write::commit(reg, &before, &out.written, &[])?;
     Ok(out)
+}
+
+#[cfg(test)]
+mod measured_implausible_tests {
+    use super::*;
+    use servebench_results::FailureKind;
+
+    /// A cell the run flagged `single_write` / `implausible_speed` is never `accepted`
+    /// (issue 17), whatever its numbers look like.
+    #[test]
+    fn measurement_time_flags_are_not_accepted() {
+        let mut c = CellResult {
+            concurrency: 1,
+            status: CellStatus::Ok,
+            aggregate_tps: Some(180.0),
+            ..Default::default()
+        };
+        let b = cell_row(&c, Layer::SustainedDecode, 32);
+        assert!(b.facts.implausible.is_none());
+        for (kind, text) in [
+            (
+                FailureKind::SingleWrite,
+                "single_write: 3 of 3 requests ...",
+            ),
+            (
+                FailureKind::ImplausibleSpeed,
+                "implausible_speed: 1 of 3 ...",
+            ),
+        ] {
+            c.warning_kinds = vec![kind];
+            c.warnings = vec!["other".into(), text.into()];
+            let b = cell_row(&c, Layer::SustainedDecode, 32);
+            assert_eq!(b.facts.implausible.as_deref(), Some(text));
+            let v = decide(&b.facts, b.cache, b.profile, None);
+            assert_eq!(v.verdict, Verdict::MeasurementInvalid);
+            assert_eq!(v.rule.as_deref(), Some("implausible"));
+        }
+    }
 }

@@ -242,6 +242,11 @@ string_enum! {
         StreamStalls = "stream_stalls",
         /// A startup probe (or a health probe between cells) timed out.
         ProbeTimeout = "probe_timeout",
+        /// Every token of a stream arrived in one read (TTFT = E2E, no ITL): the server (or a
+        /// proxy) buffered the answer; its timing is not a stream's.
+        SingleWrite = "single_write",
+        /// A stream's decode rate (1 / ITL) beyond the plausibility bound.
+        ImplausibleSpeed = "implausible_speed",
     }
 }
 

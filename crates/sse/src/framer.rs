@@ -50,10 +50,12 @@ const BOM: &[u8] = b"\xEF\xBB\xBF";
 ///   character): data is kept as bytes until dispatch; invalid UTF-8 is replaced lossily, never a
 ///   panic;
 /// * **LF-only streams** (a single `\n` between events, as some proxies and log copies produce):
-///   when a new `data:` or `event:` line starts while the pending data is already a complete
-///   payload — it is `[DONE]`, or (after trimming ASCII whitespace) it starts with `{` and ends
-///   with `}` — the pending event is dispatched first. Multi-line data whose lines are not
-///   complete payloads on their own (`data: A`, `data: B`) still joins into one event;
+///   when a new `data:` or `event:` line starts while the pending data is a *single* `data:`
+///   line holding a complete payload — it is `[DONE]`, or (after trimming ASCII whitespace) it
+///   starts with `{` and ends with `}` — the pending event is dispatched first. Once an event
+///   has two or more `data:` lines it is multi-line data and joins with `'\n'` until a blank
+///   line, as the WHATWG rules say: a pretty-printed JSON object split over `data:` lines (whose
+///   inner lines may end in `}`) is one event (issue 17);
 /// * at the end of the body ([`finish`](Self::finish)) a pending event whose `data:` lines were
 ///   all terminated is dispatched. A final line that was not terminated is used only if it is a
 ///   `data:` line holding a complete payload (as above); otherwise it is discarded as truncated.
@@ -71,6 +73,8 @@ pub struct SseFramer {
     event: Vec<u8>,
     /// Arrival time of the read that terminated the last `data:` line of the pending event.
     data_at: Option<Instant>,
+    /// `data:` lines of the pending event (the LF-only rule applies to one line only).
+    data_lines: u32,
     /// Scratch for lossy UTF-8 conversion of the data.
     data_text: String,
     /// Scratch for lossy UTF-8 conversion of the event type.
@@ -102,6 +106,7 @@ impl SseFramer {
             data: Vec::new(),
             event: Vec::new(),
             data_at: None,
+            data_lines: 0,
             data_text: String::new(),
             event_text: String::new(),
             pending_lf: false,
@@ -121,6 +126,7 @@ impl SseFramer {
         self.data.clear();
         self.event.clear();
         self.data_at = None;
+        self.data_lines = 0;
         self.pending_lf = false;
         self.at_start = true;
         self.overflow = false;
@@ -228,6 +234,7 @@ impl SseFramer {
                 self.data.extend_from_slice(value);
                 self.data.push(b'\n');
                 self.data_at = Some(at);
+                self.data_lines = self.data_lines.saturating_add(1);
             }
             b"event" => {
                 self.dispatch_if_complete(on_event);
@@ -238,8 +245,12 @@ impl SseFramer {
         }
     }
 
-    /// LF-only rule: dispatch the pending event when its data is already a complete payload.
+    /// LF-only rule: dispatch the pending event when its data is one `data:` line that is
+    /// already a complete payload.
     fn dispatch_if_complete<F: FnMut(&SseEvent<'_>)>(&mut self, on_event: &mut F) {
+        if self.data_lines != 1 {
+            return;
+        }
         if let Some((_, pending)) = self.data.split_last() {
             if is_complete_payload(pending) {
                 if let Some(t) = self.data_at {
@@ -279,6 +290,7 @@ impl SseFramer {
         self.data.clear();
         self.event.clear();
         self.data_at = None;
+        self.data_lines = 0;
     }
 }
 
@@ -396,6 +408,28 @@ mod tests {
         let ev = collect(&[b"\xEF\xBB", b"\xBFdata: a\xFFb\n\n"], base);
         assert_eq!(ev.len(), 1);
         assert_eq!(ev[0].1, "a\u{FFFD}b");
+    }
+
+    /// WHATWG: every `data:` line of an event joins with `'\n'` until the blank line, also when
+    /// an inner line of a pretty-printed JSON object ends in `}` (issue 17: the LF-only rule used
+    /// to dispatch the first lines early as their own, malformed, event).
+    #[test]
+    fn multi_line_json_is_one_event() {
+        let base = Instant::now();
+        let body: &[u8] = b"data: {\ndata:   \"choices\": [{\"index\": 0, \"delta\": {\"content\": \"a\"}}],\ndata:   \"usage\": {\"completion_tokens\": 1}\ndata: }\n\n";
+        let want = "{\n  \"choices\": [{\"index\": 0, \"delta\": {\"content\": \"a\"}}],\n  \"usage\": {\"completion_tokens\": 1}\n}";
+        let ev = collect(&[body], base);
+        assert_eq!(ev.len(), 1, "{ev:?}");
+        assert_eq!(ev[0].1, want);
+        // any split of the reads gives the same event
+        for cut in 1..body.len() {
+            let ev = collect(&[&body[..cut], &body[cut..]], base);
+            assert_eq!(ev.len(), 1, "cut {cut}: {ev:?}");
+            assert_eq!(ev[0].1, want, "cut {cut}");
+        }
+        // the LF-only rule still splits single complete lines
+        let ev = collect(&[b"data: {\"a\":1}\ndata: {\"b\":2}\n"], base);
+        assert_eq!(ev.len(), 2);
     }
 
     #[test]

@@ -12,6 +12,11 @@ use crate::framer::SseEvent;
 
 /// Error message of a request whose body ended normally without any output token.
 pub const ERR_NO_OUTPUT: &str = "stream ended without any output token";
+/// Error message prefix of a request whose token events arrived while the server's cumulative
+/// `usage.completion_tokens` stayed at 0: output arrived, but its count cannot be trusted (not
+/// [`ERR_NO_OUTPUT`]; issue 17). The full message adds the number of token events.
+pub const ERR_USAGE_ZERO: &str =
+    "usage_implausible: token events arrived but usage.completion_tokens stayed 0";
 /// Error message of a request whose body ended normally after tokens but without `[DONE]` and
 /// without a `finish_reason`.
 pub const ERR_NO_DONE: &str = "stream ended before [DONE]";
@@ -143,8 +148,11 @@ impl RequestTracker {
             }
             Decoded::Error { message, code } => {
                 if self.error.is_none() {
+                    // server-supplied text: no control characters (terminal escapes) and at
+                    // most 300 characters reach the results and the terminal
+                    let message = clean_text(message);
                     self.error = Some(match code {
-                        Some(code) => format!("stream error: {message} ({code})"),
+                        Some(code) => format!("stream error: {message} ({})", clean_text(code)),
                         None => format!("stream error: {message}"),
                     });
                 }
@@ -152,7 +160,7 @@ impl RequestTracker {
             }
             Decoded::Malformed { reason } => {
                 if !d.is_empty_payload() && self.error.is_none() {
-                    self.error = Some(format!("malformed SSE payload: {reason}"));
+                    self.error = Some(format!("malformed SSE payload: {}", clean_text(reason)));
                 }
                 0
             }
@@ -296,7 +304,8 @@ impl RequestTracker {
     ///   not an error); an error payload received before the cut is still reported.
     ///
     /// Outcome when not cancelled: an in-stream error → failed; otherwise, if no output token was
-    /// counted → failed with [`ERR_NO_OUTPUT`] (covers `data: [DONE]` alone and role-then-`[DONE]`);
+    /// counted → failed with [`ERR_USAGE_ZERO`] when token events arrived (their usage said 0),
+    /// else with [`ERR_NO_OUTPUT`] (covers `data: [DONE]` alone and role-then-`[DONE]`);
     /// otherwise `[DONE]` seen → completed; otherwise a clean end with a `finish_reason` → completed
     /// (TGI style); a clean end without either → failed with [`ERR_NO_DONE`]; an interrupted body
     /// → failed with [`ERR_INTERRUPTED`].
@@ -304,7 +313,12 @@ impl RequestTracker {
         let mut error = self.error;
         let mut completed = false;
         if !cancelled && error.is_none() {
-            if self.total == 0 {
+            if self.total == 0 && self.token_events > 0 {
+                error = Some(format!(
+                    "{ERR_USAGE_ZERO} ({} token events)",
+                    self.token_events
+                ));
+            } else if self.total == 0 {
                 error = Some(ERR_NO_OUTPUT.to_owned());
             } else if self.done || (clean_eof && self.finish_reason.is_some()) {
                 completed = true;
@@ -439,6 +453,20 @@ pub struct RequestRecord {
     pub timed_events: Vec<TimedEvent>,
 }
 
+/// A server-supplied text for a message: control characters replaced by spaces, at most 300
+/// characters.
+fn clean_text(s: &str) -> String {
+    let mut out: String = s
+        .chars()
+        .take(300)
+        .map(|c| if c.is_control() { ' ' } else { c })
+        .collect();
+    if s.chars().nth(300).is_some() {
+        out.push('…');
+    }
+    out
+}
+
 fn secs(from: Instant, to: Instant) -> f64 {
     to.saturating_duration_since(from).as_secs_f64()
 }
@@ -526,5 +554,43 @@ impl RequestRecord {
     /// this excludes the thinking phase; TTFT does not).
     pub fn ttfc_s(&self) -> Option<f64> {
         Some(secs(self.sent_at, self.first_content_at?))
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::decode::decode;
+    use std::time::Duration;
+
+    /// Token events whose usage said 0 are not "no output" (issue 17).
+    #[test]
+    fn tokens_with_zero_usage_are_not_no_output() {
+        let t0 = Instant::now();
+        let mut t = RequestTracker::new(t0);
+        let tok =
+            r#"{"choices":[{"index":0,"delta":{"content":"a"}}],"usage":{"completion_tokens":0}}"#;
+        for i in 1..=3 {
+            t.apply(&decode(tok), t0 + Duration::from_millis(i));
+        }
+        t.apply(&decode("[DONE]"), t0 + Duration::from_millis(4));
+        let r = t.finish(t0 + Duration::from_millis(5), true, false);
+        let e = r.error.unwrap();
+        assert!(e.starts_with(ERR_USAGE_ZERO), "{e}");
+        assert!(e.contains("3 token events"), "{e}");
+    }
+
+    /// An in-stream error message cannot carry terminal escapes (issue 17).
+    #[test]
+    fn stream_error_text_has_no_control_characters() {
+        let t0 = Instant::now();
+        let mut t = RequestTracker::new(t0);
+        t.apply(
+            &decode(r#"{"error":{"message":"boom\u001b[2J\u0007","code":"x\u001b"}}"#),
+            t0,
+        );
+        let e = t.error().unwrap().to_string();
+        assert!(!e.chars().any(char::is_control), "{e:?}");
+        assert!(e.starts_with("stream error: boom [2J"), "{e:?}");
     }
 }

@@ -44,6 +44,25 @@ pub enum Fault {
     PingPause { burst: u64, pause_ms: u64 },
     /// A healthy stream with this many tokens more than max_tokens.
     ExtraTokens(u64),
+    /// A healthy stream up to `data: [DONE]`, then the body is held open (no chunked
+    /// terminator, connection not closed).
+    HoldAfterDone,
+    /// A healthy stream up to `data: [DONE]`; the body ends (terminator, close) `ms` later.
+    EndLateAfterDone { ms: u64 },
+    /// A healthy stream up to `data: [DONE]`, then `extra` more token events (usage growing
+    /// past max_tokens) and a second `[DONE]`, then the terminator.
+    DataAfterDone { extra: u64 },
+    /// The SSE head says `Content-Encoding: gzip` (never asked for); the body is gzip bytes.
+    Gzip,
+    /// A healthy stream whose every chunk is pretty-printed JSON over several `data:` lines.
+    MultiLineData,
+    /// Token chunks whose usage goes down to 0: the first says completion_tokens 0 and so do
+    /// all later ones, the finish chunk too (tokens arrived, usage never counted them).
+    UsageZero,
+    /// This HTTP status (with an OpenAI error body) for every completion request.
+    Status(u16),
+    /// A healthy stream written all at once (one write: TTFT = E2E, no ITL).
+    SingleWrite,
 }
 
 /// A running faulty server.
@@ -74,6 +93,10 @@ pub struct Config {
     /// Answer `/tokenize` with 404 (prompts are then sized by calibration requests, which are
     /// completion requests).
     pub no_tokenize: bool,
+    /// `/v1/models` lists these ids instead of `m` (hostile or huge lists).
+    pub model_ids: Option<Arc<Vec<String>>>,
+    /// `GET /metrics` answers an endless page of Prometheus comments (else 404).
+    pub endless_metrics: bool,
 }
 
 impl Config {
@@ -84,6 +107,8 @@ impl Config {
             healthy_first,
             min_prompt_tokens: 0,
             no_tokenize: false,
+            model_ids: None,
+            endless_metrics: false,
         }
     }
 }
@@ -195,6 +220,16 @@ fn finish(s: &mut TcpStream, prompt: u64, completion: u64) -> std::io::Result<()
     chunk(s, "")
 }
 
+/// One token chunk pretty-printed over several `data:` lines (one event, WHATWG joins them).
+fn token_multiline(s: &mut TcpStream, prompt: u64, completion: u64) -> std::io::Result<()> {
+    chunk(
+        s,
+        &format!(
+            "data: {{\ndata:   \"id\": \"x\",\ndata:   \"choices\": [{{\"index\": 0, \"delta\": {{\"content\": \"tok \"}}, \"finish_reason\": null}}],\ndata:   \"usage\": {{\"prompt_tokens\": {prompt}, \"completion_tokens\": {completion}}}\ndata: }}\n\n"
+        ),
+    )
+}
+
 fn hang() {
     std::thread::sleep(Duration::from_secs(3600));
 }
@@ -222,6 +257,26 @@ fn serve(mut s: TcpStream, cfg: &Config, count: &AtomicUsize) -> std::io::Result
         return Ok(());
     };
     match (req.method.as_str(), req.path.as_str()) {
+        ("GET", "/v1/models") if cfg.model_ids.is_some() => {
+            let ids = cfg.model_ids.as_ref().unwrap();
+            let data: Vec<serde_json::Value> = ids
+                .iter()
+                .map(|i| serde_json::json!({"id": i, "object": "model", "owned_by": "faulty"}))
+                .collect();
+            let body = serde_json::json!({"object": "list", "data": data}).to_string();
+            respond(&mut s, "200 OK", "", "application/json", &body);
+            return Ok(());
+        }
+        ("GET", "/metrics") if cfg.endless_metrics => {
+            write!(
+                s,
+                "HTTP/1.1 200 OK\r\nContent-Type: text/plain\r\nTransfer-Encoding: chunked\r\n\r\n"
+            )?;
+            let data = "# HELP x y\n".repeat(5000);
+            let c = format!("{:x}\r\n{data}\r\n", data.len());
+            while s.write_all(c.as_bytes()).is_ok() {}
+            return Ok(());
+        }
         ("GET", "/v1/models") => {
             respond(
                 &mut s,
@@ -341,6 +396,94 @@ fn serve(mut s: TcpStream, cfg: &Config, count: &AtomicUsize) -> std::io::Result
             }
         }
         Fault::ExtraTokens(extra) => healthy_n(&mut s, prompt, max_tokens + extra)?,
+        Fault::HoldAfterDone | Fault::EndLateAfterDone { .. } | Fault::DataAfterDone { .. } => {
+            sse_head(&mut s)?;
+            for k in 1..=max_tokens {
+                token(&mut s, prompt, k)?;
+                std::thread::sleep(Duration::from_millis(5));
+            }
+            event(
+                &mut s,
+                &format!(
+                    r#"{{"id":"x","object":"chat.completion.chunk","choices":[{{"index":0,"delta":{{}},"finish_reason":"length"}}],"usage":{{"prompt_tokens":{prompt},"completion_tokens":{max_tokens}}}}}"#
+                ),
+            )?;
+            event(&mut s, "[DONE]")?;
+            match fault {
+                Fault::HoldAfterDone => hang(),
+                Fault::EndLateAfterDone { ms } => {
+                    std::thread::sleep(Duration::from_millis(ms));
+                    chunk(&mut s, "")?;
+                }
+                Fault::DataAfterDone { extra } => {
+                    for k in 1..=extra {
+                        token(&mut s, prompt, max_tokens + k)?;
+                    }
+                    event(&mut s, "[DONE]")?;
+                    chunk(&mut s, "")?;
+                }
+                _ => unreachable!(),
+            }
+        }
+        Fault::Gzip => {
+            write!(
+                s,
+                "HTTP/1.1 200 OK\r\nContent-Type: text/event-stream\r\nContent-Encoding: gzip\r\nTransfer-Encoding: chunked\r\nConnection: close\r\n\r\n"
+            )?;
+            // gzip magic and junk: not SSE without decoding
+            let body = b"\x1f\x8b\x08\x00\x00\x00\x00\x00\x00\x03\xabV*\xc9\xcf";
+            write!(s, "{:x}\r\n", body.len())?;
+            s.write_all(body)?;
+            write!(s, "\r\n0\r\n\r\n")?;
+            s.flush()?;
+        }
+        Fault::MultiLineData => {
+            sse_head(&mut s)?;
+            for k in 1..=max_tokens {
+                token_multiline(&mut s, prompt, k)?;
+                std::thread::sleep(Duration::from_millis(5));
+            }
+            finish(&mut s, prompt, max_tokens)?;
+        }
+        Fault::UsageZero => {
+            sse_head(&mut s)?;
+            for _ in 1..=max_tokens {
+                token(&mut s, prompt, 0)?;
+                std::thread::sleep(Duration::from_millis(5));
+            }
+            finish(&mut s, prompt, 0)?;
+        }
+        Fault::SingleWrite => {
+            let mut all = String::new();
+            let mut ev = |json: &str| {
+                let d = format!("data: {json}\n\n");
+                all.push_str(&format!("{:x}\r\n{d}\r\n", d.len()));
+            };
+            for k in 1..=max_tokens {
+                ev(&format!(
+                    r#"{{"id":"x","choices":[{{"index":0,"delta":{{"content":"tok "}},"finish_reason":null}}],"usage":{{"prompt_tokens":{prompt},"completion_tokens":{k}}}}}"#
+                ));
+            }
+            ev(&format!(
+                r#"{{"id":"x","choices":[{{"index":0,"delta":{{}},"finish_reason":"length"}}],"usage":{{"prompt_tokens":{prompt},"completion_tokens":{max_tokens}}}}}"#
+            ));
+            ev("[DONE]");
+            all.push_str("0\r\n\r\n");
+            // the whole answer after a decode-like delay, in one write
+            std::thread::sleep(Duration::from_millis(150));
+            write!(
+                s,
+                "HTTP/1.1 200 OK\r\nContent-Type: text/event-stream\r\nTransfer-Encoding: chunked\r\nConnection: close\r\n\r\n{all}"
+            )?;
+            s.flush()?;
+        }
+        Fault::Status(code) => respond(
+            &mut s,
+            &format!("{code} Error"),
+            "",
+            "application/json",
+            r#"{"error":{"message":"denied","type":"auth"}}"#,
+        ),
         Fault::PingPause { burst, pause_ms } => {
             sse_head(&mut s)?;
             for k in 1..=max_tokens {
