@@ -647,6 +647,9 @@ pub fn target_message(e: &TargetError, flag: &str) -> String {
         TargetError::Port { url, port } => {
             format!("{flag} {url:?} has an invalid port {port:?}")
         }
+        TargetError::Credentials { url } => format!(
+            "{flag} {url:?} contains credentials (user:password@); pass the key with --api-key or SERVEBENCH_API_KEY instead"
+        ),
         TargetError::EmptyHost => format!("{flag} is empty"),
         TargetError::HostWithPath { host } => {
             format!("{flag} {host:?} contains a path; use --url for URLs with paths")

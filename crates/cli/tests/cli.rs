@@ -300,6 +300,19 @@ fn invalid_flags_fail_with_one_clear_line() {
     let out = b.run_env(&["run", "--url", "ftp://x"], &[], QUICK_TIMEOUT);
     out.runtime_error(2, &["--url", "ftp://x", "http://"]);
 
+    // Credentials in the URL are refused (exit 2) and never repeated: not in the error, not
+    // in a file (issue 17: secrets never written).
+    for args in [
+        &["run", "--url", "http://user:CANARYx9@127.0.0.1:1"][..],
+        &["run", "--host", "u:CANARYx9@127.0.0.1", "--port", "1"][..],
+    ] {
+        let out = b.run_env(args, &[], QUICK_TIMEOUT);
+        let line = out.runtime_error(2, &["credentials", "***@127.0.0.1"]);
+        assert!(!line.contains("CANARYx9"), "{line}");
+        assert!(!out.stderr.contains("CANARYx9"), "{}", out.stderr);
+        assert!(!out.stdout.contains("CANARYx9"), "{}", out.stdout);
+    }
+
     // None of them got as far as writing results.
     assert!(!b.path("benchmark_results.json").exists());
 }

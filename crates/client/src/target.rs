@@ -63,6 +63,16 @@ pub enum TargetError {
         /// The text after the last `:` of the authority.
         port: String,
     },
+    /// The URL carries credentials (`user:password@host`). They are refused rather than sent or
+    /// recorded: the URL goes into the results, the logs and error messages. `url` is the URL
+    /// with its credentials replaced by `***`, so the error never repeats the secret.
+    #[error(
+        "the URL {url:?} contains credentials (user:password@); pass the key as an API key instead"
+    )]
+    Credentials {
+        /// The URL as given (trimmed), credentials replaced by `***`.
+        url: String,
+    },
     /// The host is empty (or only whitespace).
     #[error("the host is empty")]
     EmptyHost,
@@ -93,7 +103,9 @@ impl Target {
     /// `/v1` or `/` is removed because servebench appends `/v1/...` itself.
     ///
     /// Errors: a missing or unsupported scheme ([`TargetError::Scheme`]), no host
-    /// ([`TargetError::NoHost`]), a port that is not a `u16` ([`TargetError::Port`]).
+    /// ([`TargetError::NoHost`]), a port that is not a `u16` ([`TargetError::Port`]),
+    /// credentials in the authority ([`TargetError::Credentials`], checked first so no other
+    /// error repeats them).
     pub fn from_url(
         url: &str,
         api_key: Option<String>,
@@ -105,6 +117,12 @@ impl Target {
             .or_else(|| u.strip_prefix("https://"))
             .ok_or_else(|| TargetError::Scheme { url: u.to_string() })?;
         let host = rest.split(['/', '?', '#']).next().unwrap_or("");
+        if let Some((_, after)) = host.rsplit_once('@') {
+            let scheme = &u[..u.len() - rest.len()];
+            return Err(TargetError::Credentials {
+                url: format!("{scheme}***@{after}{}", &rest[host.len()..]),
+            });
+        }
         if host.is_empty() || host.starts_with(':') {
             return Err(TargetError::NoHost { url: u.to_string() });
         }
@@ -136,7 +154,8 @@ impl Target {
     /// gets the port only when it has none; a bare host becomes `http://host:port`.
     ///
     /// Errors: an empty host ([`TargetError::EmptyHost`]), a bare host with a path
-    /// ([`TargetError::HostWithPath`]), and those of [`Target::from_url`] for a URL.
+    /// ([`TargetError::HostWithPath`]), a host with credentials ([`TargetError::Credentials`]),
+    /// and those of [`Target::from_url`] for a URL.
     pub fn from_host_port(
         host: &str,
         port: u16,
@@ -162,6 +181,11 @@ impl Target {
             }
             t.server_label = h.to_string();
             return Ok(t);
+        }
+        if let Some((_, after)) = h.rsplit_once('@') {
+            return Err(TargetError::Credentials {
+                url: format!("***@{after}"),
+            });
         }
         if h.contains('/') {
             return Err(TargetError::HostWithPath {
@@ -470,6 +494,32 @@ pub fn error_chain(e: &dyn std::error::Error) -> String {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn credentials_in_the_url_are_refused_without_repeating_them() {
+        for (u, shown) in [
+            (
+                "http://user:CANARY@127.0.0.1:8000/v1",
+                "http://***@127.0.0.1:8000/v1",
+            ),
+            ("https://CANARY@host.example", "https://***@host.example"),
+            // Checked before the port, whose error would print the URL as given.
+            ("http://u:CANARY@h:99999", "http://***@h:99999"),
+        ] {
+            let e = Target::from_url(u, None, Endpoint::Chat).unwrap_err();
+            assert_eq!(e, TargetError::Credentials { url: shown.into() });
+            assert!(!e.to_string().contains("CANARY"), "{e}");
+        }
+        let e =
+            Target::from_host_port("u:CANARY@10.0.0.1", 8000, None, Endpoint::Chat).unwrap_err();
+        assert!(matches!(e, TargetError::Credentials { .. }));
+        assert!(!e.to_string().contains("CANARY"), "{e}");
+        let e = Target::from_host_port("http://u:CANARY@10.0.0.1", 8000, None, Endpoint::Chat)
+            .unwrap_err();
+        assert!(!e.to_string().contains("CANARY"), "{e}");
+        // An `@` after the authority (in a path) is not a credential.
+        assert!(Target::from_url("http://h:1/a@b", None, Endpoint::Chat).is_ok());
+    }
 
     #[test]
     fn urls() {
