@@ -803,7 +803,9 @@ mod tests {
         close(row.completed_rate, 4.0 / 4.2, "completed_rate");
         close(row.output_tps, 12.0 / 4.2, "output_tps");
         // TTFT from intended ≤ 0.4 s: 0.2, 0.3 and 0.4 (at the threshold) are good, 0.7 is not.
-        close(row.goodput, 3.0 / 4.2, "goodput");
+        // Goodput = attainment × the schedule's own rate (3/5 × 1.0 req/s): over the schedule's
+        // span, the drain after the last arrival apart (issue 24), not 3 good / 4.2 s.
+        close(row.goodput, 3.0 / 5.0 * 1.0, "goodput");
         close(row.slo_attainment, 3.0 / 5.0, "slo_attainment");
         // p50 over 5 scheduled arrivals (the unsent one is +∞): 0.2, 0.3, 0.4, 0.7, ∞ → 0.4.
         assert_eq!(row.slo.len(), 1);
