@@ -650,6 +650,9 @@ pub fn target_message(e: &TargetError, flag: &str) -> String {
         TargetError::Credentials { url } => format!(
             "{flag} {url:?} contains credentials (user:password@); pass the key with --api-key or SERVEBENCH_API_KEY instead"
         ),
+        TargetError::QueryOrFragment { url } => format!(
+            "{flag} {url:?} is followed by a query string or fragment (not shown); give the base URL only, and the key with --api-key or SERVEBENCH_API_KEY"
+        ),
         TargetError::EmptyHost => format!("{flag} is empty"),
         TargetError::HostWithPath { host } => {
             format!("{flag} {host:?} contains a path; use --url for URLs with paths")

@@ -48,9 +48,42 @@ pub async fn pump(
 /// results) as pretty JSON with a final newline, atomically: a temporary file in the same
 /// folder, `fsync`, rename ([`servebench_report::write_atomic`]). Every results file of the CLI
 /// is written here: checkpoints, final results, task results.
-pub fn write_results<T: serde::Serialize + ?Sized>(results: &T, path: &Path) -> anyhow::Result<()> {
-    let mut bytes = serde_json::to_vec_pretty(results)?;
+///
+/// The registered secrets ([`servebench_client::secrets`]: the API key, which a server may echo
+/// in an error body) are redacted from every string first ([`scrubbed`]).
+pub fn write_results<T>(results: &T, path: &Path) -> anyhow::Result<()>
+where
+    T: serde::Serialize + serde::de::DeserializeOwned + Clone,
+{
+    let results = scrubbed(results);
+    let mut bytes = serde_json::to_vec_pretty(&*results)?;
     bytes.push(b'\n');
     servebench_report::write_atomic(path, &bytes)?;
     Ok(())
+}
+
+/// `value` with every registered secret ([`servebench_client::secrets`]) redacted from its
+/// strings: borrowed when no secret is registered or none occurs (the common case costs one
+/// `any()` check), else rebuilt from its scrubbed JSON value, so the type and its field order are
+/// kept. Applied to everything a run writes or prints from its results.
+pub fn scrubbed<T>(value: &T) -> std::borrow::Cow<'_, T>
+where
+    T: serde::Serialize + serde::de::DeserializeOwned + Clone,
+{
+    use std::borrow::Cow;
+    if !servebench_client::secrets::any() {
+        return Cow::Borrowed(value);
+    }
+    let Ok(mut v) = serde_json::to_value(value) else {
+        return Cow::Borrowed(value);
+    };
+    if !servebench_client::secrets::scrub_json(&mut v) {
+        return Cow::Borrowed(value);
+    }
+    match serde_json::from_value(v) {
+        Ok(t) => Cow::Owned(t),
+        // A type that does not read back its own JSON: nothing is better than a leak, but no
+        // results type of servebench is one (they are all read back by --resume / report).
+        Err(_) => Cow::Borrowed(value),
+    }
 }

@@ -41,6 +41,17 @@ pub fn start(path: &Path) -> anyhow::Result<(RequestExport, RowWriter)> {
 fn write_rows(rx: Receiver<RequestRow>, mut out: impl Write) -> std::io::Result<u64> {
     let mut n = 0;
     for row in rx {
+        // A registered secret (the API key) echoed by the server in an error text is redacted;
+        // the row is written from its scrubbed value only then (other rows keep their order).
+        if servebench_client::secrets::any() {
+            let mut v = serde_json::to_value(&row)?;
+            if servebench_client::secrets::scrub_json(&mut v) {
+                serde_json::to_writer(&mut out, &v)?;
+                out.write_all(b"\n")?;
+                n += 1;
+                continue;
+            }
+        }
         serde_json::to_writer(&mut out, &row)?;
         out.write_all(b"\n")?;
         n += 1;

@@ -97,21 +97,22 @@ pub(crate) fn one_line_error(e: &anyhow::Error) -> String {
             parts.push(s);
         }
     }
-    // no control characters from a server's text reach the terminal (issue 17)
-    servebench_client::error::strip_controls(&parts.join(": ")).into_owned()
+    // no control characters or echoed secrets from a server's text reach the terminal (issue 17)
+    servebench_client::error::server_text(&parts.join(": ")).into_owned()
 }
 
 /// A report for the terminal: every control character but the line feed (a server's model id
-/// or error text with escape sequences) replaced by a space (issue 17).
+/// or error text with escape sequences) replaced by a space, and the registered secrets redacted
+/// (issue 17).
 fn terminal_text(text: &str) -> std::borrow::Cow<'_, str> {
     if !text.chars().any(|c| c.is_control() && c != '\n') {
-        return std::borrow::Cow::Borrowed(text);
+        return servebench_client::secrets::scrub(text);
     }
-    std::borrow::Cow::Owned(
-        text.chars()
-            .map(|c| if c.is_control() && c != '\n' { ' ' } else { c })
-            .collect(),
-    )
+    let clean: String = text
+        .chars()
+        .map(|c| if c.is_control() && c != '\n' { ' ' } else { c })
+        .collect();
+    std::borrow::Cow::Owned(servebench_client::secrets::scrub(&clean).into_owned())
 }
 
 async fn cmd_run(a: RunArgs) -> anyhow::Result<ExitCode> {
@@ -269,6 +270,8 @@ fn finish_run(
     )],
     percentiles: Vec<f64>,
 ) -> anyhow::Result<ExitCode> {
+    // Every output below comes from the results with the registered secrets redacted.
+    let results = &*checkpoint::scrubbed(results);
     let written = checkpoint::write_results(results, output)
         .with_context(|| format!("cannot write {}", output.display()));
     let mut opts = servebench_report::ReportOptions {
@@ -326,6 +329,8 @@ fn exit_code(r: &Results) -> ExitCode {
 async fn cmd_sim(a: servebench_sim::SimConfig) -> anyhow::Result<ExitCode> {
     let _ = tracing_subscriber::fmt()
         .with_writer(std::io::stderr)
+        // colours only on a terminal: a log file or journald gets plain text
+        .with_ansi(std::io::IsTerminal::is_terminal(&std::io::stderr()))
         .with_env_filter(
             tracing_subscriber::EnvFilter::try_from_default_env().unwrap_or_else(|_| "info".into()),
         )

@@ -98,9 +98,15 @@ pub fn cmd_registry(a: RegistryArgs) -> anyhow::Result<ExitCode> {
             for f in &files {
                 let text = std::fs::read_to_string(f)
                     .with_context(|| format!("cannot read {}", f.display()))?;
+                // The cause says "nothing was written" when it is a refused write; say it once.
                 let out = import::stage_text(&mut reg, &text, &f.display().to_string(), now)
-                    .with_context(|| {
-                        format!("{}: not imported; nothing was written", f.display())
+                    .map_err(|e| {
+                        let said = e.to_string().contains("nothing was written");
+                        anyhow::Error::new(e).context(if said {
+                            format!("{}: not imported", f.display())
+                        } else {
+                            format!("{}: not imported; nothing was written", f.display())
+                        })
                     })?;
                 outcomes.push(out);
             }

@@ -71,6 +71,8 @@ async fn stop_signal() {
 pub fn cmd_serve(a: ServeArgs) -> anyhow::Result<ExitCode> {
     let _ = tracing_subscriber::fmt()
         .with_writer(std::io::stderr)
+        // colours only on a terminal: a log file or journald gets plain text
+        .with_ansi(std::io::IsTerminal::is_terminal(&std::io::stderr()))
         .with_env_filter(
             tracing_subscriber::EnvFilter::try_from_default_env().unwrap_or_else(|_| "info".into()),
         )

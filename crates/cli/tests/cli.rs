@@ -305,9 +305,22 @@ fn invalid_flags_fail_with_one_clear_line() {
     for args in [
         &["run", "--url", "http://user:CANARYx9@127.0.0.1:1"][..],
         &["run", "--host", "u:CANARYx9@127.0.0.1", "--port", "1"][..],
+        &["run", "--url", "http://u:p@127.0.0.1:1/?api_key=CANARYx9"][..],
     ] {
         let out = b.run_env(args, &[], QUICK_TIMEOUT);
         let line = out.runtime_error(2, &["credentials", "***@127.0.0.1"]);
+        assert!(!line.contains("CANARYx9"), "{line}");
+        assert!(!out.stderr.contains("CANARYx9"), "{}", out.stderr);
+        assert!(!out.stdout.contains("CANARYx9"), "{}", out.stdout);
+    }
+    // So is a query string or fragment (a key in `?api_key=`): it was appended to, and then
+    // split by, every API path, and the error printed it.
+    for url in [
+        "http://127.0.0.1:1/?api_key=CANARYx9",
+        "http://127.0.0.1:1/v1#CANARYx9",
+    ] {
+        let out = b.run_env(&["run", "--url", url], &[], QUICK_TIMEOUT);
+        let line = out.runtime_error(2, &["--url", "query string or fragment"]);
         assert!(!line.contains("CANARYx9"), "{line}");
         assert!(!out.stderr.contains("CANARYx9"), "{}", out.stderr);
         assert!(!out.stdout.contains("CANARYx9"), "{}", out.stdout);

@@ -686,3 +686,63 @@ fn tokens_in_one_write_are_flagged_and_not_accepted_at_publish() {
     validate(r.json.as_ref().unwrap());
     assert!(r.stdout.contains("single_write"), "{}", r.dump());
 }
+
+#[test]
+fn an_api_key_the_server_echoes_is_never_written_or_shown() {
+    // Issue 17 (break-it round): a server that quotes the Authorization header in its errors
+    // (an HTTP 500 body, an in-stream error event) put the key into the results JSON, every
+    // export, the request rows, stdout and stderr.
+    const KEY: &str = "sk-CANARY-echo-5u7Qx";
+    for (in_stream, said) in [
+        (false, "backend refused header Bearer <redacted>"),
+        (true, "stream aborted for Bearer <redacted>"),
+    ] {
+        let s = faulty::start(Config::new(Fault::EchoKey { in_stream }, 1));
+        let dir = tempfile::tempdir().unwrap();
+        let file = |name: &str| dir.path().join(name).display().to_string();
+        let (csv, md, html, rows) = (
+            file("r.csv"),
+            file("r.md"),
+            file("r.html"),
+            file("rows.jsonl"),
+        );
+        let r = run(
+            &s.url(),
+            &[
+                "--api-key",
+                KEY,
+                "--export-csv",
+                &csv,
+                "--export-md",
+                &md,
+                "--export-html",
+                &html,
+                "--export-requests",
+                &rows,
+            ],
+            SHORT_LIMIT,
+        );
+        let json = r.json.as_ref().unwrap_or_else(|| panic!("{}", r.dump()));
+        let results = json.to_string();
+        let rows_text = std::fs::read_to_string(&rows).unwrap_or_default();
+        // The echo path was taken, and what the server said is kept with the key replaced.
+        assert!(
+            results.contains(said) && rows_text.contains(said) && r.stdout.contains(said),
+            "{said:?} is recorded:\n{results}\n{rows_text}\n{}",
+            r.dump()
+        );
+        for (what, text) in [
+            ("results JSON", results),
+            ("stdout", r.stdout.clone()),
+            ("stderr", r.stderr.clone()),
+            ("CSV", std::fs::read_to_string(&csv).unwrap_or_default()),
+            ("Markdown", std::fs::read_to_string(&md).unwrap_or_default()),
+            ("HTML", std::fs::read_to_string(&html).unwrap_or_default()),
+            ("request rows", rows_text),
+        ] {
+            assert!(!text.is_empty(), "{what} is empty\n{}", r.dump());
+            assert!(!text.contains(KEY), "the key reached the {what}:\n{text}");
+        }
+        validate(json);
+    }
+}

@@ -268,6 +268,8 @@ fn idle_sockets_at_the_fd_limit_do_not_stop_the_server() {
     );
     let log = s.stderr.lock().unwrap().join("\n");
     assert!(log.contains("connection limit reached"), "{log}");
+    // stderr is a pipe here: plain text, no colour escapes (issue 17 break-it round)
+    assert!(!log.contains('\x1b'), "{log:?}");
     drop(held);
     assert!(s.stop().success());
 }

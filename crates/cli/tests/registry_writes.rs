@@ -72,7 +72,11 @@ fn import_refuses_ids_that_leave_the_registry() {
         assert_eq!(out.status.code(), Some(1), "{f}: refused");
         let err = String::from_utf8_lossy(&out.stderr);
         assert!(err.contains("is not valid"), "{err}");
-        assert!(err.contains("nothing was written"), "{err}");
+        assert_eq!(
+            err.matches("nothing was written").count(),
+            1,
+            "said once: {err}"
+        );
     }
     let all = files(dir.path());
     assert!(
@@ -223,6 +227,17 @@ fn publish_refuses_impossible_results_and_paths_out_before_writing() {
         d,
     );
     assert!(out.status.success());
+    // New files get the mode `File::create` gives (0644 under umask 022), not a temporary
+    // file's 0600 (issue 17 break-it round: a web server or another user could not read them).
+    use std::os::unix::fs::PermissionsExt;
+    let mode = |p: &Path| std::fs::metadata(p).unwrap().permissions().mode() & 0o777;
+    std::fs::File::create(d.join("reference")).unwrap();
+    let want = mode(&d.join("reference"));
+    let written = files(&d.join("reg"));
+    assert!(!written.is_empty());
+    for p in written.keys() {
+        assert_eq!(mode(p), want, "{}", p.display());
+    }
 }
 
 #[cfg(unix)]

@@ -18,7 +18,8 @@ const BIN: &str = env!("CARGO_BIN_EXE_servebench");
 const CANARY: &str = "CANARYx71q";
 
 /// The canary in every form: flags in any spelling, short `-k`, URL credentials, a query
-/// parameter, an `env`-style assignment, a header, a whole command in one argument.
+/// parameter, an `env`-style assignment, headers, a whole command in one argument, a value that
+/// starts with a dash, odd spacing.
 fn planted_args() -> Vec<String> {
     let c = CANARY;
     [
@@ -43,6 +44,16 @@ fn planted_args() -> Vec<String> {
         &format!("https://example.com/m?token={c}"),
         &format!("Authorization: Bearer {c}"),
         &format!("vllm serve m --api-key {c} --port 8000"),
+        // issue 17 break-it round: a value that starts with a dash, headers, `-pw`, odd spacing
+        "--api-key",
+        &format!("-{c}"),
+        "--header",
+        &format!("X-Api-Key:{c}"),
+        "-H",
+        &format!("x-api-key: {c}"),
+        "--admin-pw",
+        c,
+        &format!("--api-key  {c}"),
     ]
     .iter()
     .map(|s| s.to_string())
@@ -129,6 +140,7 @@ fn canary_never_reaches_a_written_file() {
     .env("VLLM_API_KEY", CANARY)
     .env("HF_ENDPOINT", format!("https://u:{CANARY}@hf.example.com"))
     .env("VLLM_EXTRA", format!("--api-key {CANARY}"))
+    .env("HF_HUB_HEADERS", format!("X-Api-Key: {CANARY}"))
     .stdin(Stdio::piped())
     .stdout(Stdio::piped());
     let mut child = cmd.spawn().expect("spawn the engine process");

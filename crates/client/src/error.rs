@@ -64,13 +64,19 @@ fn body_suffix(body: &str) -> String {
     }
 }
 
+/// How the detail of a time cap that struck while a body was arriving begins
+/// ([`HttpError::is_overrun`]).
+pub const BODY_TIMEOUT_PREFIX: &str = "timed out while the body was arriving";
+
 impl HttpError {
-    /// The body read overran a cap: its size cap ([`HttpError::TooLarge`]) or its time cap (a
-    /// timed-out transfer).
+    /// The body read overran a cap: its size cap ([`HttpError::TooLarge`]) or its time cap
+    /// while the body was arriving (a page still trickling in when the timeout struck:
+    /// [`BODY_TIMEOUT_PREFIX`]). A timeout before the first body byte is no overrun: a server
+    /// (or a client starved of CPU) that was slow to answer once says nothing about the page.
     pub fn is_overrun(&self) -> bool {
         match self {
             HttpError::TooLarge { .. } => true,
-            HttpError::Transport { detail, .. } => detail.starts_with("timed out"),
+            HttpError::Transport { detail, .. } => detail.starts_with(BODY_TIMEOUT_PREFIX),
             _ => false,
         }
     }
@@ -119,10 +125,22 @@ pub fn strip_controls(s: &str) -> std::borrow::Cow<'_, str> {
     )
 }
 
-/// Collapses whitespace to single spaces, replaces control characters ([`strip_controls`]) and
-/// truncates to `max` characters.
+/// A server-supplied string made safe to record or show: control characters replaced
+/// ([`strip_controls`]) and the registered secrets ([`crate::secrets`]) redacted, so an error
+/// body that echoes the API key never carries it further. Borrowed when there was nothing to do.
+pub fn server_text(s: &str) -> std::borrow::Cow<'_, str> {
+    match strip_controls(s) {
+        std::borrow::Cow::Borrowed(b) => crate::secrets::scrub(b),
+        std::borrow::Cow::Owned(o) => {
+            std::borrow::Cow::Owned(crate::secrets::scrub(&o).into_owned())
+        }
+    }
+}
+
+/// Collapses whitespace to single spaces, replaces control characters and redacts the
+/// registered secrets ([`server_text`]), and truncates to `max` characters.
 pub fn one_line(s: &str, max: usize) -> String {
-    let s = strip_controls(s);
+    let s = server_text(s);
     let collapsed: String = s.split_whitespace().collect::<Vec<_>>().join(" ");
     if collapsed.chars().count() > max {
         let cut: String = collapsed.chars().take(max).collect();

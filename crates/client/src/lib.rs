@@ -13,6 +13,7 @@
 pub mod error;
 pub mod failure;
 pub mod h1;
+pub mod secrets;
 pub mod stream;
 pub mod target;
 pub mod timeouts;

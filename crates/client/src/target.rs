@@ -73,6 +73,17 @@ pub enum TargetError {
         /// The URL as given (trimmed), credentials replaced by `***`.
         url: String,
     },
+    /// The URL has a query string or a fragment (`/?api_key=X`, `#x`): servebench appends the
+    /// API paths to the base URL, so they would end up in the middle of every request's URL.
+    /// `url` is the URL up to the `?` or `#`, so the error never repeats what came after it (a
+    /// key in a query string).
+    #[error(
+        "the URL {url:?} is followed by a query string or fragment (not shown); give the base URL only, and the key as an API key"
+    )]
+    QueryOrFragment {
+        /// The URL as given (trimmed), cut before its `?` or `#`.
+        url: String,
+    },
     /// The host is empty (or only whitespace).
     #[error("the host is empty")]
     EmptyHost,
@@ -105,7 +116,8 @@ impl Target {
     /// Errors: a missing or unsupported scheme ([`TargetError::Scheme`]), no host
     /// ([`TargetError::NoHost`]), a port that is not a `u16` ([`TargetError::Port`]),
     /// credentials in the authority ([`TargetError::Credentials`], checked first so no other
-    /// error repeats them).
+    /// error repeats them), a query string or fragment ([`TargetError::QueryOrFragment`], checked
+    /// next for the same reason).
     pub fn from_url(
         url: &str,
         api_key: Option<String>,
@@ -120,7 +132,15 @@ impl Target {
         if let Some((_, after)) = host.rsplit_once('@') {
             let scheme = &u[..u.len() - rest.len()];
             return Err(TargetError::Credentials {
-                url: format!("{scheme}***@{after}{}", &rest[host.len()..]),
+                url: format!(
+                    "{scheme}***@{after}{}",
+                    rest[host.len()..].split(['?', '#']).next().unwrap_or("")
+                ),
+            });
+        }
+        if let Some(i) = u.find(['?', '#']) {
+            return Err(TargetError::QueryOrFragment {
+                url: u[..i].to_string(),
             });
         }
         if host.is_empty() || host.starts_with(':') {
@@ -267,7 +287,13 @@ pub const BODY_TIMEOUT: Duration = Duration::from_secs(300);
 impl HttpClient {
     /// Builds the client: HTTP/1.1 only (one stream per connection, predictable), unlimited
     /// idle connections per host, TCP_NODELAY, 30 s connect timeout, no overall timeout.
+    ///
+    /// Registers the target's API key with [`crate::secrets`], so that no server text echoing
+    /// it is recorded or shown.
     pub fn new(target: Target) -> Result<HttpClient, HttpError> {
+        if let Some(key) = &target.api_key {
+            crate::secrets::register(key);
+        }
         let inner = reqwest::Client::builder()
             .http1_only()
             .connect_timeout(CONNECT_TIMEOUT)
@@ -467,10 +493,21 @@ async fn read_capped(
             }
             Ok(None) => return Ok(String::from_utf8_lossy(&out).into_owned()),
             Err(e) => {
-                return Err((
-                    String::from_utf8_lossy(&out).into_owned(),
-                    HttpClient::map_err(method, url, e),
-                ))
+                let err = if e.is_timeout() && !out.is_empty() {
+                    HttpError::Transport {
+                        method,
+                        url: url.to_string(),
+                        detail: format!(
+                            "{} ({} bytes read; {})",
+                            crate::error::BODY_TIMEOUT_PREFIX,
+                            out.len(),
+                            error_chain(&e)
+                        ),
+                    }
+                } else {
+                    HttpClient::map_err(method, url, e)
+                };
+                return Err((String::from_utf8_lossy(&out).into_owned(), err));
             }
         }
     }
@@ -519,6 +556,33 @@ mod tests {
         assert!(!e.to_string().contains("CANARY"), "{e}");
         // An `@` after the authority (in a path) is not a credential.
         assert!(Target::from_url("http://h:1/a@b", None, Endpoint::Chat).is_ok());
+    }
+
+    /// Issue 17 break-it round: `--url http://h/?api_key=X` became `…/?api_key=X/v1/models` on
+    /// every request, and the error printed the key.
+    #[test]
+    fn a_query_string_or_fragment_is_refused_without_repeating_it() {
+        for (u, shown) in [
+            (
+                "http://127.0.0.1:8000/?api_key=CANARY",
+                "http://127.0.0.1:8000/",
+            ),
+            ("http://h:1/v1?token=CANARY#x", "http://h:1/v1"),
+            ("https://h/p#CANARY", "https://h/p"),
+        ] {
+            let e = Target::from_url(u, None, Endpoint::Chat).unwrap_err();
+            assert_eq!(e, TargetError::QueryOrFragment { url: shown.into() });
+            assert!(!e.to_string().contains("CANARY"), "{e}");
+            let e = Target::from_host_port(u, 8000, None, Endpoint::Chat).unwrap_err();
+            assert!(!e.to_string().contains("CANARY"), "{e}");
+        }
+        let e = Target::from_url("http://u:p@h/?k=CANARY", None, Endpoint::Chat).unwrap_err();
+        assert_eq!(
+            e,
+            TargetError::Credentials {
+                url: "http://***@h/".into()
+            }
+        );
     }
 
     #[test]
@@ -610,11 +674,45 @@ mod tests {
                     if s.write_all(head.as_bytes()).is_err() {
                         return;
                     }
+                    if body_chunk.is_empty() {
+                        // hold the connection, send nothing more
+                        std::thread::sleep(std::time::Duration::from_secs(30));
+                        return;
+                    }
                     while s.write_all(body_chunk).is_ok() {}
                 });
             }
         });
         url
+    }
+
+    /// The time cap is an overrun only once the body is arriving: a page that trickles in
+    /// (one byte, then nothing) is one, an answer that is late as a whole is a failed request
+    /// (a CI run disabled vLLM's `/metrics` for good after one scrape was late on a starved
+    /// machine).
+    #[test]
+    fn a_late_answer_is_no_overrun_but_a_trickling_body_is() {
+        let rt = tokio::runtime::Builder::new_current_thread()
+            .enable_all()
+            .build()
+            .unwrap();
+        let silent = endless_server("", b"");
+        let trickle = endless_server(
+            "HTTP/1.1 200 OK\r\nContent-Type: text/plain\r\nContent-Length: 100\r\n\r\n#",
+            b"",
+        );
+        rt.block_on(async {
+            for (url, overrun) in [(silent, false), (trickle, true)] {
+                let c =
+                    HttpClient::new(Target::from_url(&url, None, Endpoint::Chat).unwrap()).unwrap();
+                let e = c
+                    .get_text("/metrics", Duration::from_millis(300))
+                    .await
+                    .unwrap_err();
+                assert_eq!(e.is_overrun(), overrun, "{url}: {e}");
+                assert!(e.to_string().contains("timed out"), "{e}");
+            }
+        });
     }
 
     /// Bodies outside the SSE stream are capped (issue 17: a 200 MB `/metrics` page was read

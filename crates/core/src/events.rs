@@ -271,10 +271,10 @@ impl EventSink {
     }
 }
 
-/// `message` without control characters ([`servebench_client::error::strip_controls`]); no copy
-/// when it has none.
+/// `message` without control characters and registered secrets
+/// ([`servebench_client::error::server_text`]); no copy when it has none.
 fn clean(message: String) -> String {
-    match servebench_client::error::strip_controls(&message) {
+    match servebench_client::error::server_text(&message) {
         std::borrow::Cow::Borrowed(_) => message,
         std::borrow::Cow::Owned(s) => s,
     }

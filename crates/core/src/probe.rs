@@ -209,7 +209,7 @@ pub struct ScrapeError {
     /// One-line reason.
     pub message: String,
     /// The page overran its size cap ([`servebench_client::target::MAX_BODY_BYTES`]) or its
-    /// time cap: scraping it again would cost the client the same (telemetry disables the
+    /// time cap while it was arriving ([`servebench_client::HttpError::is_overrun`]): scraping it again would cost the client the same (telemetry disables the
     /// source).
     pub overrun: bool,
 }

@@ -58,7 +58,7 @@ pub struct TimedScrape {
 /// Telemetry for one server whose engine and metrics were identified at startup.
 ///
 /// A scrape that overruns its size cap ([`servebench_client::target::MAX_BODY_BYTES`]) or its
-/// time cap ([`SCRAPE_TIMEOUT`]) disables the source for the rest of the run: every later
+/// time cap ([`SCRAPE_TIMEOUT`]) while the page is arriving disables the source for the rest of the run: every later
 /// scrape gives `None` at once (unknown, never zero) and [`Telemetry::take_disabled`] gives the
 /// warning, once (issue 17: a 200 MB page scraped every second starved the measurement).
 #[derive(Clone, Debug)]

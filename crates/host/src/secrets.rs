@@ -23,8 +23,9 @@ use serde_json::Value;
 /// What a secret value is replaced with.
 pub const REDACTED: &str = "<redacted>";
 
-/// Name fragments that mark a secret (upper case). `PASS` counts as a whole `_`-separated
-/// word only (`--pass`, `DB_PASS`; not `PASSTHROUGH`, `BYPASS`).
+/// Name fragments that mark a secret (upper case). `PASS` and `PW` count as a whole
+/// `_`-separated word only (`--pass`, `DB_PASS`, `--admin-pw`; not `PASSTHROUGH`, `BYPASS`,
+/// `PWD`).
 pub const SECRET_MARKERS: [&str; 9] = [
     "KEY",
     "TOKEN",
@@ -79,7 +80,7 @@ pub fn is_secret_name(name: &str) -> bool {
         .replace('-', "_")
         .replace("TOKENIZER", "")
         .replace("TOKENS", "");
-    SECRET_MARKERS.iter().any(|m| up.contains(m)) || up.split('_').any(|w| w == "PASS")
+    SECRET_MARKERS.iter().any(|m| up.contains(m)) || up.split('_').any(|w| w == "PASS" || w == "PW")
 }
 
 /// True when `name` has one of the [`ENGINE_ENV_PREFIXES`].
@@ -154,9 +155,30 @@ pub fn redact_urls(s: &str) -> String {
     out
 }
 
-/// True when `a` looks like a flag (the next word is then not the value of a secret flag).
+/// True when `a` looks like a flag (the next word is then not the value of a secret flag):
+/// `--name…`, or a short option of one to three letters (`-v`, `-tp`). Anything else that starts
+/// with `-` is a value (`--api-key -Xk93…`: a key may start with a dash).
 fn is_flag(a: &str) -> bool {
-    a.len() > 1 && a.starts_with('-') && !a[1..].starts_with(|c: char| c.is_ascii_digit())
+    if let Some(long) = a.strip_prefix("--") {
+        return long.starts_with(|c: char| c.is_ascii_alphabetic());
+    }
+    a.strip_prefix('-').is_some_and(|short| {
+        (1..=3).contains(&short.len()) && short.chars().all(|c| c.is_ascii_alphabetic())
+    })
+}
+
+/// `Name:value` or `Name:` (a header written as one word, `X-Api-Key:X`, or its name alone
+/// before the value) when `Name` is a secret name: `Some(value)`.
+fn secret_header(a: &str) -> Option<&str> {
+    let (name, value) = a.split_once(':')?;
+    let name = name.trim_start_matches(['\'', '"']);
+    (!name.is_empty()
+        && name
+            .chars()
+            .all(|c| c.is_ascii_alphanumeric() || c == '-' || c == '_')
+        && !value.starts_with("//")
+        && is_secret_name(name))
+    .then_some(value)
 }
 
 /// A command line with secret values redacted (rules in the module docs): `--api-key X` →
@@ -187,6 +209,11 @@ pub fn redact_args(args: &[String]) -> Vec<String> {
 fn redact_word(a: &str) -> (String, bool) {
     if SECRET_SHORT_FLAGS.contains(&a) {
         return (a.to_string(), true);
+    }
+    if a.starts_with('-') && a.contains(char::is_whitespace) {
+        // `'--api-key  X'` in one argument: word by word, so the value is found however many
+        // spaces stand before it.
+        return (redact_text(a), false);
     }
     if a.starts_with('-') {
         let flag = a.trim_start_matches('-');
@@ -224,28 +251,49 @@ fn redact_word(a: &str) -> (String, bool) {
     if a.contains(char::is_whitespace) {
         return (redact_text(a), false);
     }
+    // `X-Api-Key:X` (the value of `--header` / `-H`), `x-api-key:` before its value.
+    if let Some(value) = secret_header(a) {
+        let name = &a[..a.len() - value.len()];
+        return if value.is_empty() {
+            (name.to_string(), true)
+        } else {
+            (format!("{name}{REDACTED}"), false)
+        };
+    }
     (redact_urls(a), false)
 }
 
 /// Free text (a shell command, an environment value) with the [`redact_args`] rules applied
-/// word by word (words separated by single spaces, kept as they were); `Bearer X` anywhere
-/// loses `X`.
+/// word by word (words separated by white space, which is kept as it was); `Bearer X`,
+/// `Authorization: Basic X`, `X-Api-Key: X` anywhere lose `X`.
 pub fn redact_text(s: &str) -> String {
-    let words: Vec<&str> = s.split(' ').collect();
-    if words.len() == 1 {
-        return redact_word_alone(s);
+    // Words and the white space before each one, so the text is rebuilt as it was.
+    let mut pieces: Vec<(&str, &str)> = Vec::new();
+    let mut rest = s;
+    loop {
+        let word_at = rest
+            .find(|c: char| !c.is_whitespace())
+            .unwrap_or(rest.len());
+        let (sep, tail) = rest.split_at(word_at);
+        if tail.is_empty() {
+            pieces.push((sep, ""));
+            break;
+        }
+        let end = tail.find(char::is_whitespace).unwrap_or(tail.len());
+        pieces.push((sep, &tail[..end]));
+        rest = &tail[end..];
     }
-    let mut out: Vec<String> = Vec::with_capacity(words.len());
+    let mut out = String::with_capacity(s.len());
     let mut redact_next = false;
-    for w in words {
+    for (sep, w) in pieces {
+        out.push_str(sep);
         if w.is_empty() {
-            out.push(String::new());
             continue;
         }
         let lower = w.to_ascii_lowercase();
         if redact_next && !is_flag(w) {
             redact_next = false;
-            out.push(REDACTED.to_string());
+            out.push_str(REDACTED);
             continue;
         }
         // `Authorization: Bearer X`, `-H 'Authorization: Basic X'`: the credential follows.
@@ -253,20 +301,15 @@ pub fn redact_text(s: &str) -> String {
             lower.trim_start_matches(['\'', '"']),
             "bearer" | "basic" | "authorization:" | "proxy-authorization:" | "token"
         ) {
-            out.push(w.to_string());
+            out.push_str(w);
             redact_next = true;
             continue;
         }
         let (word, next) = redact_word(w);
         redact_next = next;
-        out.push(word);
+        out.push_str(&word);
     }
-    out.join(" ")
-}
-
-fn redact_word_alone(s: &str) -> String {
-    let (w, _) = redact_word(s);
-    w
+    out
 }
 
 /// Redacts a recorded launch (or any JSON about one) in place: arrays of strings as command
@@ -537,6 +580,52 @@ mod tests {
         for n in ["--passthrough", "BYPASS_CACHE", "--compass"] {
             assert!(!is_secret_name(n), "{n}");
         }
+    }
+
+    /// Issue 17 break-it round: the forms the first canary test missed.
+    #[test]
+    fn values_that_look_like_flags_headers_and_odd_spacing_are_redacted() {
+        const C: &str = "CANARY9k2w";
+        let a = s(&[
+            "engine",
+            "--api-key",
+            &format!("-{C}"),
+            "--header",
+            &format!("X-Api-Key:{C}"),
+            "-H",
+            &format!("x-api-key: {C}"),
+            "--admin-pw",
+            C,
+            &format!("--api-key  {C}"),
+            &format!("--api-key\t{C}"),
+            "--disable-auth",
+            "-tp",
+            "2",
+            "--port",
+            "8000",
+        ]);
+        let r = redact_args(&a);
+        let text = r.join(" ");
+        assert!(!text.contains(C), "{text}");
+        // A short option and a long flag after a boolean secret-named flag are no secrets.
+        assert!(text.contains("--disable-auth -tp 2 --port 8000"), "{text}");
+        assert!(text.contains("X-Api-Key:<redacted>"), "{text}");
+        let env = engine_env(vec![(
+            "HF_HUB_HEADERS".into(),
+            format!("X-Api-Key: {C}, X-Trace: abc"),
+        )]);
+        let t = serde_json::to_string(&env).unwrap();
+        assert!(!t.contains(C), "{t}");
+        assert!(t.contains("X-Trace: abc"), "{t}");
+        // White space is kept as it was.
+        assert_eq!(
+            redact_text("a\t --api-key   X  b"),
+            "a\t --api-key   <redacted>  b"
+        );
+        assert!(is_secret_name("--admin-pw") && is_secret_name("DB_PW"));
+        assert!(!is_secret_name("PWD") && !is_secret_name("--pwr-limit"));
+        // URLs are not headers: `https:` is no secret name.
+        assert_eq!(redact_args(&s(&["https://h/p"])), s(&["https://h/p"]));
     }
 
     #[test]

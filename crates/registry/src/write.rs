@@ -159,13 +159,22 @@ pub fn commit(
         let dir = path.parent().expect("<root>/<dir>/<id>.json");
         std::fs::create_dir_all(dir).map_err(io(dir))?;
         inside(&guard, dir)?;
-        let mut tmp = tempfile::NamedTempFile::new_in(dir).map_err(io(dir))?;
+        let existing = std::fs::symlink_metadata(path).ok().filter(|m| m.is_file());
+        // The mode a plain `File::create` gives (0666 less the umask; a temporary file is
+        // 0600), or the replaced file's own: a registry is read by its web server and by others.
+        let mut builder = tempfile::Builder::new();
+        #[cfg(unix)]
+        builder.permissions(match &existing {
+            Some(m) => m.permissions(),
+            None => std::os::unix::fs::PermissionsExt::from_mode(0o666),
+        });
+        let mut tmp = builder.tempfile_in(dir).map_err(io(dir))?;
         std::io::Write::write_all(&mut tmp, text.as_bytes()).map_err(io(path))?;
         tmp.as_file().sync_all().map_err(io(path))?;
         // Old content, to restore when a later rename fails.
-        let old = match std::fs::symlink_metadata(path) {
-            Ok(m) if m.is_file() => Some(std::fs::read(path).map_err(io(path))?),
-            _ => None,
+        let old = match existing {
+            Some(_) => Some(std::fs::read(path).map_err(io(path))?),
+            None => None,
         };
         staged.push((tmp, path.clone(), old));
     }

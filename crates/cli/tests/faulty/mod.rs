@@ -63,6 +63,9 @@ pub enum Fault {
     Status(u16),
     /// A healthy stream written all at once (one write: TTFT = E2E, no ITL).
     SingleWrite,
+    /// Errors that quote the request's `Authorization` header: an SSE stream whose first event
+    /// is an error object with it (`in_stream`), else HTTP 500 with it in the OpenAI error body.
+    EchoKey { in_stream: bool },
 }
 
 /// A running faulty server.
@@ -134,6 +137,8 @@ pub fn start(cfg: Config) -> Faulty {
 struct Request {
     method: String,
     path: String,
+    /// The `Authorization` header's value (empty when none).
+    auth: String,
     body: String,
 }
 
@@ -151,16 +156,21 @@ fn read_request(s: &mut TcpStream) -> std::io::Result<Option<Request>> {
         buf.extend_from_slice(&tmp[..n]);
     };
     let head = String::from_utf8_lossy(&buf[..head_end]).to_string();
-    let mut lines = head.lines();
-    let first = lines.next().unwrap_or_default();
+    let first = head.lines().next().unwrap_or_default();
     let mut parts = first.split_whitespace();
     let method = parts.next().unwrap_or_default().to_string();
     let path = parts.next().unwrap_or_default().to_string();
-    let len: usize = lines
-        .filter_map(|l| l.split_once(':'))
-        .find(|(k, _)| k.trim().eq_ignore_ascii_case("content-length"))
-        .and_then(|(_, v)| v.trim().parse().ok())
+    let header = |name: &str| {
+        head.lines()
+            .skip(1)
+            .filter_map(|l| l.split_once(':'))
+            .find(|(k, _)| k.trim().eq_ignore_ascii_case(name))
+            .map(|(_, v)| v.trim().to_string())
+    };
+    let len: usize = header("content-length")
+        .and_then(|v| v.parse().ok())
         .unwrap_or(0);
+    let auth = header("authorization").unwrap_or_default();
     while buf.len() < head_end + len {
         let n = s.read(&mut tmp)?;
         if n == 0 {
@@ -169,7 +179,12 @@ fn read_request(s: &mut TcpStream) -> std::io::Result<Option<Request>> {
         buf.extend_from_slice(&tmp[..n]);
     }
     let body = String::from_utf8_lossy(&buf[head_end..]).to_string();
-    Ok(Some(Request { method, path, body }))
+    Ok(Some(Request {
+        method,
+        path,
+        auth,
+        body,
+    }))
 }
 
 fn respond(s: &mut TcpStream, status: &str, extra: &str, ctype: &str, body: &str) {
@@ -476,6 +491,21 @@ fn serve(mut s: TcpStream, cfg: &Config, count: &AtomicUsize) -> std::io::Result
                 "HTTP/1.1 200 OK\r\nContent-Type: text/event-stream\r\nTransfer-Encoding: chunked\r\nConnection: close\r\n\r\n{all}"
             )?;
             s.flush()?;
+        }
+        Fault::EchoKey { in_stream: false } => respond(
+            &mut s,
+            "500 Internal Server Error",
+            "",
+            "application/json",
+            &serde_json::json!({"error": {"message": format!("backend refused header {}", req.auth), "type": "internal"}}).to_string(),
+        ),
+        Fault::EchoKey { in_stream: true } => {
+            sse_head(&mut s)?;
+            event(
+                &mut s,
+                &serde_json::json!({"error": {"message": format!("stream aborted for {}", req.auth), "code": 500}}).to_string(),
+            )?;
+            chunk(&mut s, "")?;
         }
         Fault::Status(code) => respond(
             &mut s,
