@@ -132,6 +132,18 @@ pub fn cmd_registry(a: RegistryArgs) -> anyhow::Result<ExitCode> {
         RegistryCommand::Serve(a) => crate::registry_serve::cmd_serve(a),
         RegistryCommand::Trust { dir, check } => {
             let mut reg = Registry::load(&dir).map_err(crate::args::usage)?;
+            // Files the loader could not take (unreadable, not UTF-8, a symlink out of the
+            // registry) play no part in the derivation: say so rather than pass over them.
+            for p in &reg.problems {
+                eprintln!(
+                    "{}: warning: {} skipped ({}: {})",
+                    dir.display(),
+                    p.path,
+                    p.rule,
+                    servebench_client::error::one_line(&p.message, 300)
+                );
+            }
+            let skipped = reg.problems.len();
             let changes = if check {
                 trust::status_changes(&reg)
             } else {
@@ -153,8 +165,15 @@ pub fn cmd_registry(a: RegistryArgs) -> anyhow::Result<ExitCode> {
             }
             if changes.is_empty() {
                 eprintln!(
-                    "{}: every recipe status matches the trust derivation",
-                    dir.display()
+                    "{}: every recipe status matches the trust derivation{}",
+                    dir.display(),
+                    if skipped == 0 {
+                        String::new()
+                    } else {
+                        format!(
+                            " (of the files that loaded; {skipped} skipped, listed above; `servebench registry validate` reports them)"
+                        )
+                    }
                 );
             }
             Ok(if check && !changes.is_empty() {

@@ -170,7 +170,8 @@ pub fn cmd_report(a: ReportArgs) -> anyhow::Result<ExitCode> {
             );
         }
         emit(
-            crate::task::render_report(r, None).as_bytes(),
+            servebench_report::export::without_controls(crate::task::render_report(r, None))
+                .as_bytes(),
             a.output.as_deref(),
         )?;
         return Ok(ExitCode::SUCCESS);
@@ -181,7 +182,7 @@ pub fn cmd_report(a: ReportArgs) -> anyhow::Result<ExitCode> {
         json_path: None,
         percentiles: pcts,
     };
-    let bytes = a.format.export().exporter().serialize(&r, &opts)?;
+    let bytes = a.format.export().render(&r, &opts)?;
     emit(&bytes, a.output.as_deref())?;
     Ok(ExitCode::SUCCESS)
 }
@@ -219,6 +220,8 @@ pub fn cmd_compare(a: CompareArgs) -> anyhow::Result<ExitCode> {
             compare::render_html(&refs, &cmps, &opts)?
         }
     };
+    // model ids and error texts from the servers, without control characters
+    let text = servebench_report::export::without_controls(text);
     emit(text.as_bytes(), a.output.as_deref())?;
     for c in &cmps {
         for w in &c.warnings {

@@ -663,6 +663,32 @@ fn hostile_and_huge_model_lists_are_summarised_without_control_characters() {
     }
     let models = lines.iter().find(|l| l.contains("models=")).unwrap();
     assert!(models.contains("(200000 in all)"), "{models}");
+    // The results keep the id as the server sent it (JSON escapes it); every report rendered
+    // from them has no control characters (issue 17, second break-it round: `servebench report`
+    // and the Markdown / HTML files carried the escapes raw).
+    let dir = tempfile::tempdir().unwrap();
+    let file = dir.path().join("r.json");
+    std::fs::write(&file, serde_json::to_string(v).unwrap()).unwrap();
+    for format in ["text", "md", "html", "csv"] {
+        let out = Command::new(BIN)
+            .args(["report", "-f", format])
+            .arg(&file)
+            .output()
+            .unwrap();
+        assert!(out.status.success(), "{format}: {out:?}");
+        let text = String::from_utf8_lossy(&out.stdout);
+        // (CSV has one row per cell and no model column)
+        assert!(
+            format == "csv" || text.contains("evil"),
+            "{format}: the model id is shown"
+        );
+        assert!(
+            !text
+                .chars()
+                .any(|c| c.is_control() && !matches!(c, '\n' | '\r' | '\t')),
+            "{format} has control characters: {text:?}"
+        );
+    }
     // an unknown model among them: a one-line error with the list summarised
     let r = run(&s.url(), &["--model", "nope"], Duration::from_secs(60));
     assert_eq!(r.code, Some(1), "{}", r.dump());

@@ -276,4 +276,10 @@ fn validate_and_the_server_loader_survive_bad_files() {
     // `registry serve` loads through the same loader: it starts and serves the rest.
     let snap = servebench_registry_server::snapshot::load(&d.join("reg")).expect("loads");
     assert_eq!(snap.problems.len(), 2, "{:?}", snap.problems);
+    // `registry trust` names the files it could not take instead of passing over them.
+    let out = sb(&["registry", "trust", "reg", "--check"], d);
+    let err = String::from_utf8_lossy(&out.stderr);
+    for f in ["recipe/latin1.json", "model/binary.json"] {
+        assert!(err.contains(&format!("{f} skipped")), "{f}: {err}");
+    }
 }

@@ -54,6 +54,15 @@ fn planted_args() -> Vec<String> {
         "--admin-pw",
         c,
         &format!("--api-key  {c}"),
+        // second break-it round: JSON header maps, nested and glued assignments, abbreviations
+        "--headers",
+        &format!(r#"{{"X-Api-Key": "{c}"}}"#),
+        &format!("--env=HF_TOKEN={c}"),
+        &format!("-k{c}"),
+        &format!("--auth-token:{c}"),
+        "--api",
+        c,
+        &format!("https://hub.example.com/m?sig={c}"),
     ]
     .iter()
     .map(|s| s.to_string())
@@ -141,6 +150,11 @@ fn canary_never_reaches_a_written_file() {
     .env("HF_ENDPOINT", format!("https://u:{CANARY}@hf.example.com"))
     .env("VLLM_EXTRA", format!("--api-key {CANARY}"))
     .env("HF_HUB_HEADERS", format!("X-Api-Key: {CANARY}"))
+    .env(
+        "HF_HUB_EXTRA_HEADERS",
+        format!(r#"{{"X-Api-Key":"{CANARY}"}}"#),
+    )
+    .env("HF_MIRROR", format!("https://hub.example.com?sig={CANARY}"))
     .stdin(Stdio::piped())
     .stdout(Stdio::piped());
     let mut child = cmd.spawn().expect("spawn the engine process");

@@ -25,19 +25,49 @@ pub const MIN_LEN: usize = 6;
 
 static KNOWN: RwLock<Vec<String>> = RwLock::new(Vec::new());
 
-/// Registers a secret value (trimmed). Values shorter than [`MIN_LEN`] characters and values
-/// already known are ignored.
+/// Registers a secret value (trimmed), together with the forms a text may quote it in: Rust
+/// `{:?}` / JSON escaping (`"` → `\"`), percent-encoding (`/` → `%2F`) and HTML escaping of
+/// those. Values shorter than [`MIN_LEN`] characters and values already known are ignored.
 pub fn register(value: &str) {
     let v = value.trim();
     if v.chars().count() < MIN_LEN {
         return;
     }
+    let debug = format!("{v:?}");
+    let escaped = debug[1..debug.len() - 1].to_string();
+    let mut forms = vec![v.to_string(), escaped.clone(), percent_encoded(v)];
+    forms.push(html_escaped(v));
+    forms.push(html_escaped(&escaped));
     let mut known = KNOWN.write().unwrap_or_else(|e| e.into_inner());
-    if !known.iter().any(|k| k == v) {
-        known.push(v.to_string());
-        // Longest first, so a secret that contains another is replaced whole.
-        known.sort_by_key(|s| std::cmp::Reverse(s.len()));
+    for f in forms {
+        if !known.contains(&f) {
+            known.push(f);
+        }
     }
+    // Longest first, so a secret that contains another is replaced whole.
+    known.sort_by_key(|s| std::cmp::Reverse(s.len()));
+}
+
+/// RFC 3986 percent-encoding of every byte but the unreserved ones (upper-case hex).
+fn percent_encoded(v: &str) -> String {
+    let mut out = String::with_capacity(v.len());
+    for b in v.bytes() {
+        if b.is_ascii_alphanumeric() || matches!(b, b'-' | b'.' | b'_' | b'~') {
+            out.push(b as char);
+        } else {
+            out.push_str(&format!("%{b:02X}"));
+        }
+    }
+    out
+}
+
+/// `&`, `<`, `>`, `"`, `'` as HTML character references.
+fn html_escaped(v: &str) -> String {
+    v.replace('&', "&amp;")
+        .replace('<', "&lt;")
+        .replace('>', "&gt;")
+        .replace('"', "&quot;")
+        .replace('\'', "&#39;")
 }
 
 /// True when at least one secret is registered (writers skip the scrub otherwise).
@@ -120,6 +150,22 @@ mod tests {
                 "<redacted>": {"n": 2},
             })
         );
+    }
+
+    /// Issue 17, second break-it round: a key quoted with `{:?}` (a rejected `/metrics` line),
+    /// percent-encoded (a URL) or HTML-escaped reached stderr, the results and the HTML report.
+    #[test]
+    fn quoted_encoded_and_escaped_forms_are_replaced() {
+        register(r#"CANq"<ARY>&z/93k"#);
+        for form in [
+            r#"CANq"<ARY>&z/93k"#,
+            r#"CANq\"<ARY>&z/93k"#,
+            "CANq%22%3CARY%3E%26z%2F93k",
+            "CANq&quot;&lt;ARY&gt;&amp;z/93k",
+            r#"CANq\&quot;&lt;ARY&gt;&amp;z/93k"#,
+        ] {
+            assert_eq!(scrub(&format!("a {form} b")), "a <redacted> b", "{form}");
+        }
     }
 
     #[test]

@@ -95,6 +95,25 @@ pub enum TargetError {
     },
 }
 
+/// `u` as an error may show it: cut before its first `?` or `#` (a query may hold a key), and
+/// whatever stands before an `@` in its authority replaced by `***` — also when the scheme is
+/// missing or misspelt (`HTTP://user:pw@h`, `http:/user:pw@h`, `user:pw@h`), which the
+/// scheme check refuses before the credentials check could see them.
+fn shown(u: &str) -> String {
+    let u = u.split(['?', '#']).next().unwrap_or("");
+    let start = u
+        .find("://")
+        .map(|i| i + 3)
+        .or_else(|| u.find(":/").map(|i| i + 2))
+        .unwrap_or(0);
+    let rest = &u[start..];
+    let authority = &rest[..rest.find('/').unwrap_or(rest.len())];
+    match authority.rfind('@') {
+        Some(at) => format!("{}***{}", &u[..start], &rest[at..]),
+        None => u.to_string(),
+    }
+}
+
 /// Where the server is and how to talk to it.
 #[derive(Clone, Debug, PartialEq)]
 pub struct Target {
@@ -127,7 +146,7 @@ impl Target {
         let rest = u
             .strip_prefix("http://")
             .or_else(|| u.strip_prefix("https://"))
-            .ok_or_else(|| TargetError::Scheme { url: u.to_string() })?;
+            .ok_or_else(|| TargetError::Scheme { url: shown(u) })?;
         let host = rest.split(['/', '?', '#']).next().unwrap_or("");
         if let Some((_, after)) = host.rsplit_once('@') {
             let scheme = &u[..u.len() - rest.len()];
@@ -144,7 +163,7 @@ impl Target {
             });
         }
         if host.is_empty() || host.starts_with(':') {
-            return Err(TargetError::NoHost { url: u.to_string() });
+            return Err(TargetError::NoHost { url: shown(u) });
         }
         if let Some(port) = host
             .rsplit_once(':')
@@ -153,7 +172,7 @@ impl Target {
         {
             if port.parse::<u16>().is_err() {
                 return Err(TargetError::Port {
-                    url: u.to_string(),
+                    url: shown(u),
                     port: port.to_string(),
                 });
             }
@@ -208,9 +227,7 @@ impl Target {
             });
         }
         if h.contains('/') {
-            return Err(TargetError::HostWithPath {
-                host: h.to_string(),
-            });
+            return Err(TargetError::HostWithPath { host: shown(h) });
         }
         let authority = if h.contains(':') && !h.starts_with('[') {
             format!("[{h}]")
@@ -576,6 +593,19 @@ mod tests {
             let e = Target::from_host_port(u, 8000, None, Endpoint::Chat).unwrap_err();
             assert!(!e.to_string().contains("CANARY"), "{e}");
         }
+        // Misspelt or missing schemes: refused by the scheme check, credentials masked.
+        for (u, shown) in [
+            ("HTTP://CANARY@127.0.0.1:8000", "HTTP://***@127.0.0.1:8000"),
+            ("ftp://u:CANARY@h/x", "ftp://***@h/x"),
+            ("http:/u:CANARY@h", "http:/***@h"),
+            ("u:CANARY@127.0.0.1", "***@127.0.0.1"),
+            ("h:1/?token=CANARY", "h:1/"),
+        ] {
+            let e = Target::from_url(u, None, Endpoint::Chat).unwrap_err();
+            assert_eq!(e, TargetError::Scheme { url: shown.into() });
+        }
+        let e = Target::from_host_port("h/p?token=CANARY", 1, None, Endpoint::Chat).unwrap_err();
+        assert!(!e.to_string().contains("CANARY"), "{e}");
         let e = Target::from_url("http://u:p@h/?k=CANARY", None, Endpoint::Chat).unwrap_err();
         assert_eq!(
             e,

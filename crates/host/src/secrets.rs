@@ -107,6 +107,13 @@ where
         .collect()
 }
 
+/// A URL query parameter that carries a secret: a secret name ([`is_secret_name`]) or a
+/// signature of a signed URL (`sig`, `signature`, `X-Amz-Signature`, `X-Goog-Signature`).
+fn is_secret_query_name(k: &str) -> bool {
+    let k = k.to_ascii_lowercase();
+    is_secret_name(&k) || k == "sig" || k.ends_with("signature")
+}
+
 /// `s` with URL credentials (`scheme://user:pass@host` → `scheme://<redacted>@host`) and the
 /// values of secret-named URL query parameters (`?api_key=X` → `?api_key=<redacted>`) redacted.
 pub fn redact_urls(s: &str) -> String {
@@ -141,7 +148,7 @@ pub fn redact_urls(s: &str) -> String {
                 let q: Vec<String> = query
                     .split('&')
                     .map(|kv| match kv.split_once('=') {
-                        Some((k, _)) if is_secret_name(k) => format!("{k}={REDACTED}"),
+                        Some((k, _)) if is_secret_query_name(k) => format!("{k}={REDACTED}"),
                         _ => kv.to_string(),
                     })
                     .collect();
@@ -171,7 +178,9 @@ fn is_flag(a: &str) -> bool {
 /// before the value) when `Name` is a secret name: `Some(value)`.
 fn secret_header(a: &str) -> Option<&str> {
     let (name, value) = a.split_once(':')?;
-    let name = name.trim_start_matches(['\'', '"']);
+    let name = name
+        .trim_start_matches(['\'', '"', '{', ','])
+        .trim_end_matches(['\'', '"']);
     (!name.is_empty()
         && name
             .chars()
@@ -205,28 +214,80 @@ pub fn redact_args(args: &[String]) -> Vec<String> {
     out
 }
 
+/// Long flags whose abbreviations count as secret flags: Python's argparse accepts any unique
+/// prefix of a long option (`--api` for `--api-key`), and engines are mostly argparse programs.
+const ABBREVIATED_SECRET_FLAGS: [&str; 6] = [
+    "api-key",
+    "api-keys",
+    "hf-token",
+    "auth-token",
+    "access-token",
+    "admin-key",
+];
+
+/// True when the long flag `name` (dashes stripped) is a secret flag, written out or as an
+/// argparse abbreviation of at least three characters of one of [`ABBREVIATED_SECRET_FLAGS`].
+fn is_secret_flag(name: &str) -> bool {
+    if name.is_empty() {
+        return false;
+    }
+    if is_secret_name(name) {
+        return true;
+    }
+    let n = name.to_ascii_lowercase().replace('_', "-");
+    n.len() >= 3 && ABBREVIATED_SECRET_FLAGS.iter().any(|f| f.starts_with(&n))
+}
+
+/// A JSON object or array (`--headers '{"X-Api-Key": "X"}'`, an environment value) with the
+/// values of secret-named keys redacted ([`redact_json`]); `None` when `a` is not JSON.
+fn redact_json_text(a: &str) -> Option<String> {
+    let t = a.trim();
+    if !(t.starts_with('{') || t.starts_with('[')) {
+        return None;
+    }
+    let mut v: Value = serde_json::from_str(t).ok()?;
+    redact_json(&mut v);
+    Some(v.to_string())
+}
+
 /// One word of a command line, redacted; `true` when the next word is a secret value.
 fn redact_word(a: &str) -> (String, bool) {
     if SECRET_SHORT_FLAGS.contains(&a) {
         return (a.to_string(), true);
     }
-    if a.starts_with('-') && a.contains(char::is_whitespace) {
-        // `'--api-key  X'` in one argument: word by word, so the value is found however many
-        // spaces stand before it.
-        return (redact_text(a), false);
+    // `-kX`: a secret short flag glued to its value.
+    if let Some(f) = SECRET_SHORT_FLAGS.iter().find(|f| a.starts_with(**f)) {
+        if !a.starts_with("--") {
+            return (format!("{f}{REDACTED}"), false);
+        }
+    }
+    if let Some(j) = redact_json_text(a) {
+        return (j, false);
     }
     if a.starts_with('-') {
         let flag = a.trim_start_matches('-');
-        if let Some((name, _)) = flag.split_once('=') {
-            if is_secret_name(name) {
-                let dashes = &a[..a.len() - flag.len()];
-                return (format!("{dashes}{name}={REDACTED}"), false);
+        let dashes = &a[..a.len() - flag.len()];
+        // `--name=value`, or `--name:value`.
+        let split = flag
+            .split_once('=')
+            .or_else(|| flag.split_once(':').filter(|(_, v)| !v.starts_with("//")))
+            .filter(|(name, _)| !name.contains(char::is_whitespace));
+        if let Some((name, value)) = split {
+            let sep = &flag[name.len()..name.len() + 1];
+            if is_secret_flag(name) {
+                return (format!("{dashes}{name}{sep}{REDACTED}"), false);
             }
-        } else if is_secret_name(flag) && !flag.is_empty() {
-            return (a.to_string(), true);
+            // `--env=HF_TOKEN=X`, `--headers={"X-Api-Key": "X"}`: the value by the same rules.
+            let (v, _) = redact_word(value);
+            return (format!("{dashes}{name}{sep}{v}"), false);
         }
-        if flag.contains(char::is_whitespace) {
+        if a.contains(char::is_whitespace) {
+            // `'--api-key  X'` in one argument: word by word, so the value is found however
+            // many spaces stand before it.
             return (redact_text(a), false);
+        }
+        if is_secret_flag(flag) {
+            return (a.to_string(), true);
         }
         return (redact_urls(a), false);
     }
@@ -251,10 +312,11 @@ fn redact_word(a: &str) -> (String, bool) {
     if a.contains(char::is_whitespace) {
         return (redact_text(a), false);
     }
-    // `X-Api-Key:X` (the value of `--header` / `-H`), `x-api-key:` before its value.
+    // `X-Api-Key:X` (the value of `--header` / `-H`), `x-api-key:` before its value, and
+    // `"X-Api-Key":"X"` (a JSON fragment that did not parse as a whole).
     if let Some(value) = secret_header(a) {
         let name = &a[..a.len() - value.len()];
-        return if value.is_empty() {
+        return if value.trim_matches(['"', '\'', '}', ',']).is_empty() {
             (name.to_string(), true)
         } else {
             (format!("{name}{REDACTED}"), false)
@@ -267,6 +329,9 @@ fn redact_word(a: &str) -> (String, bool) {
 /// word by word (words separated by white space, which is kept as it was); `Bearer X`,
 /// `Authorization: Basic X`, `X-Api-Key: X` anywhere lose `X`.
 pub fn redact_text(s: &str) -> String {
+    if let Some(j) = redact_json_text(s) {
+        return j;
+    }
     // Words and the white space before each one, so the text is rebuilt as it was.
     let mut pieces: Vec<(&str, &str)> = Vec::new();
     let mut rest = s;
@@ -626,6 +691,53 @@ mod tests {
         assert!(!is_secret_name("PWD") && !is_secret_name("--pwr-limit"));
         // URLs are not headers: `https:` is no secret name.
         assert_eq!(redact_args(&s(&["https://h/p"])), s(&["https://h/p"]));
+    }
+
+    /// Issue 17, second break-it round: JSON header maps, `--env=NAME=X`, `-kX`, `--flag:X`,
+    /// argparse abbreviations, signed-URL query parameters.
+    #[test]
+    fn json_headers_nested_assignments_glued_and_abbreviated_flags_are_redacted() {
+        const C: &str = "CANARYq4t8";
+        let a = s(&[
+            "engine",
+            "--headers",
+            &format!(r#"{{"X-Api-Key":"{C}"}}"#),
+            "--headers",
+            &format!(r#"{{"X-Api-Key": "{C}", "X-Trace": "t1"}}"#),
+            &format!(r#"--headers={{"Authorization":"Bearer {C}"}}"#),
+            &format!("--env=HF_TOKEN={C}"),
+            &format!("-k{C}"),
+            &format!("--auth-token:{C}"),
+            "--api",
+            C,
+            "--hf-tok",
+            C,
+            &format!("https://hub.example.com/m?sig={C}&X-Amz-Signature={C}&x=1"),
+            "--api-server-count",
+            "2",
+            "--kv-cache-dtype",
+            "fp8",
+            "--host=::1",
+        ]);
+        let r = redact_args(&a);
+        let text = r.join(" ");
+        assert!(!text.contains(C), "{text}");
+        for kept in [
+            "--api-server-count 2",
+            "--kv-cache-dtype fp8",
+            "--host=::1",
+            "\"X-Trace\":\"t1\"",
+            "x=1",
+            "--env=HF_TOKEN=<redacted>",
+        ] {
+            assert!(text.contains(kept), "{kept}: {text}");
+        }
+        let env = engine_env(vec![
+            ("HF_HUB_HEADERS".into(), format!(r#"{{"X-Api-Key":"{C}"}}"#)),
+            ("HF_ENDPOINT".into(), format!("https://hub?sig={C}")),
+        ]);
+        let t = serde_json::to_string(&env).unwrap();
+        assert!(!t.contains(C), "{t}");
     }
 
     #[test]

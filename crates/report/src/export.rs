@@ -36,6 +36,34 @@ impl ExportFormat {
             ExportFormat::Html => Box::new(crate::html::HtmlExporter),
         }
     }
+
+    /// The bytes of `results` in this format ([`Exporter::serialize`]); the text formats (text,
+    /// CSV, Markdown, HTML) without control characters ([`without_controls`]): a model id or an
+    /// error message from a hostile server must not recolour or retitle the terminal of whoever
+    /// `cat`s the file. JSON escapes them itself.
+    ///
+    /// # Errors
+    /// Those of the exporter.
+    pub fn render(self, results: &Results, opts: &ReportOptions) -> anyhow::Result<Vec<u8>> {
+        let bytes = self.exporter().serialize(results, opts)?;
+        Ok(match self {
+            ExportFormat::Json => bytes,
+            _ => match String::from_utf8(bytes) {
+                Ok(text) => without_controls(text).into_bytes(),
+                Err(e) => e.into_bytes(),
+            },
+        })
+    }
+}
+
+/// `text` with every control character but line feed, carriage return and tab (C0 with ESC,
+/// DEL, C1) replaced by a space; unchanged (no copy) when it has none.
+pub fn without_controls(text: String) -> String {
+    let bad = |c: char| c.is_control() && !matches!(c, '\n' | '\r' | '\t');
+    if !text.chars().any(bad) {
+        return text;
+    }
+    text.chars().map(|c| if bad(c) { ' ' } else { c }).collect()
 }
 
 /// One export format.
@@ -97,8 +125,7 @@ impl ExportManager {
         let mut errors = Vec::new();
         for (format, path) in &self.targets {
             let r = format
-                .exporter()
-                .serialize(results, opts)
+                .render(results, opts)
                 .and_then(|bytes| crate::write_atomic(path, &bytes));
             if let Err(e) = r {
                 errors.push((path.clone(), e));
