@@ -587,6 +587,49 @@ fn multi_line_data_fields_are_one_event() {
 }
 
 #[test]
+fn usage_that_counts_down_is_recounted_one_token_per_event() {
+    // usage 32, 31, …, 1: not cumulative, so it says nothing about when tokens arrived; taken
+    // as cumulative it credits all 32 tokens to a stream's first chunk (break-it round 2)
+    let s = faulty::start(Config::new(Fault::UsageCountsDown, 1));
+    let r = run(&s.url(), &[], SHORT_LIMIT);
+    assert_eq!(r.code, Some(0), "{}", r.dump());
+    let c = r.cell();
+    assert_eq!(c["status"], "ok", "{c:#}");
+    let (tokens, events) = (
+        c["client_output_tokens"].as_u64().unwrap(),
+        c["client_token_events"].as_u64().unwrap(),
+    );
+    assert!(events > 32, "{c:#}");
+    assert_eq!(tokens, events, "one token per token event: {c:#}");
+    assert_eq!(
+        c["aggregate_source"], "openai_stream_chunks_fallback",
+        "{c:#}"
+    );
+    let warned = c["warnings"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .any(|w| w.as_str().unwrap().contains("not cumulative"));
+    assert!(warned, "{c:#}");
+    validate(r.json.as_ref().unwrap());
+}
+
+#[test]
+fn a_negative_completion_count_is_implausible_usage() {
+    // it was dropped as if usage had not been sent (break-it round 2)
+    let s = faulty::start(Config::new(Fault::UsageNegative, 1));
+    let r = run(&s.url(), &[], SHORT_LIMIT);
+    let c = invalid_with(&r, "usage_implausible");
+    assert!(
+        c["status_reason"]
+            .as_str()
+            .unwrap()
+            .contains("not a token count"),
+        "{c:#}"
+    );
+}
+
+#[test]
 fn tokens_with_usage_stuck_at_zero_are_not_no_output() {
     let s = faulty::start(Config::new(Fault::UsageZero, 1));
     let r = run(&s.url(), &[], SHORT_LIMIT);

@@ -33,7 +33,9 @@ pub fn of_stream_error(e: &str) -> FailureKind {
         FailureKind::MalformedStream
     } else if e == servebench_sse::ERR_NO_OUTPUT {
         FailureKind::NoOutput
-    } else if e.starts_with(servebench_sse::ERR_USAGE_ZERO) {
+    } else if e.starts_with(servebench_sse::ERR_USAGE_ZERO)
+        || e.starts_with(servebench_sse::ERR_USAGE_INVALID)
+    {
         FailureKind::UsageImplausible
     } else if e.starts_with("stream read failed") {
         FailureKind::Transport

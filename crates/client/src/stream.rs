@@ -422,6 +422,16 @@ impl<'h, 'a> Accounting<'h, 'a> {
         let now = self.done_at.unwrap_or_else(Instant::now);
         let last_token = self.prev_token_at;
         let mut record = self.tracker.finish(now, clean_eof, cancelled);
+        if record.nonmonotonic_usage {
+            // usage was not cumulative: the tracker recounted the request one token per timed
+            // event, so the live credit (taken from the usage values) is recounted the same way
+            self.lt_start = 0;
+            self.le_end = self
+                .hooks
+                .window
+                .and_then(WindowClock::window)
+                .map_or(0, |w| window_credit(&record, w));
+        }
         // A request silent from its last token to its end (cut at the window end, or failed).
         if let Some(last) = last_token {
             if now.saturating_duration_since(last) > STALL_FLOOR && self.long_gaps.len() < MAX_GAPS
@@ -494,6 +504,25 @@ impl<'h, 'a> Accounting<'h, 'a> {
             },
         }
     }
+}
+
+/// Tokens of `r` that arrived inside the window `(start, end)` (both edges included), counted
+/// from its timed events; its untimed tokens belong to its last token time (issue 8). The same
+/// rule as the live credit in `on_event`, for a record whose count was revised at its finish
+/// (non-cumulative usage, [`servebench_sse::RequestTracker`]). Units: tokens.
+fn window_credit(r: &RequestRecord, (start, end): (Instant, Instant)) -> u64 {
+    let inside = |at: Instant| at >= start && at <= end;
+    let timed: u64 = r
+        .timed_events
+        .iter()
+        .filter(|e| inside(r.sent_at + Duration::from_nanos(e.after_sent_ns)))
+        .map(|e| e.tokens)
+        .sum();
+    let untimed = match r.last_token_at {
+        Some(at) if inside(at) => r.untimed_tokens,
+        _ => 0,
+    };
+    timed + untimed
 }
 
 fn failed_before_stream(sent_at: Instant, err: String, kind: FailureKind) -> StreamOutcome {

@@ -740,7 +740,8 @@ impl SustainedRun {
         }
         if tally.nonmonotonic_usage {
             warnings.push(
-                "the server's usage.completion_tokens went down within a stream (not cumulative)"
+                "the server's usage.completion_tokens was not cumulative within a stream (it went down, or stayed below the token events): \
+                 those requests were counted one token per token event"
                     .into(),
             );
         }

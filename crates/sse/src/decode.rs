@@ -23,6 +23,10 @@ pub struct Usage {
     /// `usage.completion_tokens`: output tokens generated so far. With continuous usage stats this
     /// is cumulative (vLLM `continuous_usage_stats`); in a final usage chunk it is the total.
     pub completion_tokens: Option<u64>,
+    /// `usage.completion_tokens` was present but no token count (negative, fractional, beyond
+    /// `u64`, a string): `completion_tokens` is then `None`, and the tracker fails the request as
+    /// `usage_implausible` rather than counting it as usage that was not sent.
+    pub completion_tokens_invalid: bool,
     /// `usage.prompt_tokens_details.cached_tokens`: prompt tokens served from the prefix cache.
     pub cached_tokens: Option<u64>,
     /// `usage.completion_tokens_details.reasoning_tokens` (OpenAI, vLLM), else SGLang's flat
@@ -365,6 +369,40 @@ impl<'de> Deserialize<'de> for Count {
     }
 }
 
+/// `usage.completion_tokens`: like [`Count`], but remembers a value that was present and no
+/// token count (`Err`), which [`Count`] turns into `None` like `null`.
+struct CompletionCount(Result<Option<u64>, ()>);
+
+impl<'de> Deserialize<'de> for CompletionCount {
+    fn deserialize<D: Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
+        struct V;
+        impl Visitor<'_> for V {
+            type Value = CompletionCount;
+            fn expecting(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+                f.write_str("a token count")
+            }
+            fn visit_u64<E: de::Error>(self, v: u64) -> Result<CompletionCount, E> {
+                Ok(CompletionCount(Ok(Some(v))))
+            }
+            fn visit_i64<E: de::Error>(self, v: i64) -> Result<CompletionCount, E> {
+                Ok(CompletionCount(u64::try_from(v).map(Some).map_err(|_| ())))
+            }
+            fn visit_f64<E: de::Error>(self, v: f64) -> Result<CompletionCount, E> {
+                let ok = v.is_finite() && v >= 0.0 && v.fract() == 0.0 && v < 1.8e19;
+                Ok(CompletionCount(if ok {
+                    Ok(Some(v as u64))
+                } else {
+                    Err(())
+                }))
+            }
+            fn visit_unit<E: de::Error>(self) -> Result<CompletionCount, E> {
+                Ok(CompletionCount(Ok(None)))
+            }
+        }
+        d.deserialize_any(V)
+    }
+}
+
 /// A JSON number as `f64`; `null` gives `None`.
 struct Float(Option<f64>);
 
@@ -549,7 +587,13 @@ impl<'de> Deserialize<'de> for Usage {
                 while let Some(k) = m.next_key_seed(KeySeed(KEYS))? {
                     match k {
                         0 => u.prompt_tokens = m.next_value::<Count>()?.0,
-                        1 => u.completion_tokens = m.next_value::<Count>()?.0,
+                        1 => match m.next_value::<CompletionCount>()?.0 {
+                            Ok(v) => u.completion_tokens = v,
+                            Err(()) => {
+                                u.completion_tokens = None;
+                                u.completion_tokens_invalid = true;
+                            }
+                        },
                         2 => {
                             u.cached_tokens = m
                                 .next_value::<Option<DetailCount<true>>>()?
@@ -956,6 +1000,7 @@ impl<'a> Top<'a> {
                 .and_then(|d| d.generated_tokens)
                 .map(|n| Usage {
                     completion_tokens: Some(n),
+                    completion_tokens_invalid: false,
                     ..Usage::default()
                 })
         });
@@ -1044,6 +1089,7 @@ mod tests {
             Some(Usage {
                 prompt_tokens: Some(14),
                 completion_tokens: Some(8),
+                completion_tokens_invalid: false,
                 cached_tokens: Some(3),
                 reasoning_tokens: Some(2)
             })
@@ -1058,6 +1104,7 @@ mod tests {
             Some(Usage {
                 prompt_tokens: Some(5),
                 completion_tokens: Some(7),
+                completion_tokens_invalid: false,
                 cached_tokens: None,
                 reasoning_tokens: None
             })

@@ -54,5 +54,5 @@ pub use decode::{decode, decode_event, Chunk, Decoded, Timings, Usage, EMPTY_PAY
 pub use framer::{SseEvent, SseFramer, MAX_EVENT_BYTES};
 pub use tracker::{
     RequestRecord, RequestTracker, TimedEvent, ERR_INTERRUPTED, ERR_NO_DONE, ERR_NO_OUTPUT,
-    ERR_USAGE_ZERO,
+    ERR_USAGE_INVALID, ERR_USAGE_ZERO,
 };

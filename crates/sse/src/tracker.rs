@@ -17,6 +17,11 @@ pub const ERR_NO_OUTPUT: &str = "stream ended without any output token";
 /// [`ERR_NO_OUTPUT`]; issue 17). The full message adds the number of token events.
 pub const ERR_USAGE_ZERO: &str =
     "usage_implausible: token events arrived but usage.completion_tokens stayed 0";
+/// Error message of a request whose `usage.completion_tokens` was present but no token count
+/// (negative, fractional or beyond 2^64; [`crate::Usage::completion_tokens_invalid`]): a server
+/// that sends it cannot be counted by its usage, and its value is not merely missing.
+pub const ERR_USAGE_INVALID: &str =
+    "usage_implausible: usage.completion_tokens was not a token count (negative, fractional or beyond 2^64)";
 /// Error message of a request whose body ended normally after tokens but without `[DONE]` and
 /// without a `finish_reason`.
 pub const ERR_NO_DONE: &str = "stream ended before [DONE]";
@@ -48,6 +53,12 @@ pub const ERR_INTERRUPTED: &str = "stream interrupted before [DONE]";
 ///   the first timed event at which the counted total was ≥ 2 (equal to the first with
 ///   multi-token chunks; `None` for a one-token-event answer, even when a final usage says 2).
 ///   **Last token time** = arrival of the last timed event.
+/// * **Non-cumulative usage** ([`RequestRecord::nonmonotonic_usage`]: a value below an earlier
+///   one, or below the token events so far, vLLM #9357) is not a count at all: at
+///   [`finish`](RequestTracker::finish) the request is recounted one token per timed event, raised
+///   only by a usage value from an untimed chunk (the final usage-only chunk), and the second
+///   token time is the second timed event. Callers that credited tokens live recount them from
+///   [`RequestRecord::timed_events`].
 /// * **Continuous usage**: at least 2 token events, every token event carried
 ///   `usage.completion_tokens`, and the values are consistent with cumulative counting (see
 ///   [`RequestRecord::nonmonotonic_usage`]).
@@ -67,6 +78,7 @@ pub struct RequestTracker {
     reasoning_token_events: u64,
     last_usage: Option<u64>,
     max_usage: Option<u64>,
+    max_untimed_usage: Option<u64>,
     nonmonotonic_usage: bool,
     prompt_tokens: Option<u64>,
     cached_tokens: Option<u64>,
@@ -115,6 +127,7 @@ impl RequestTracker {
             reasoning_token_events: 0,
             last_usage: None,
             max_usage: None,
+            max_untimed_usage: None,
             nonmonotonic_usage: false,
             prompt_tokens: None,
             cached_tokens: None,
@@ -189,6 +202,9 @@ impl RequestTracker {
         if c.timings.is_some() {
             self.timings = c.timings;
         }
+        if c.usage.is_some_and(|u| u.completion_tokens_invalid) && self.error.is_none() {
+            self.error = Some(ERR_USAGE_INVALID.to_owned());
+        }
         let usage_completion = c.usage.and_then(|u| u.completion_tokens);
         if let Some(u) = c.usage {
             self.prompt_tokens = u.prompt_tokens.or(self.prompt_tokens);
@@ -246,7 +262,31 @@ impl RequestTracker {
         } else if added > 0 {
             self.untimed_tokens += added;
         }
+        if !timed {
+            if let Some(u) = usage_completion {
+                self.max_untimed_usage = Some(self.max_untimed_usage.map_or(u, |m| m.max(u)));
+            }
+        }
         added
+    }
+
+    /// Non-cumulative usage (see [`RequestRecord::nonmonotonic_usage`]): the per-chunk values
+    /// say nothing about when tokens arrived (a stream whose usage counts down from 20 would
+    /// credit all 20 tokens to its first chunk), so the request is recounted one token per timed
+    /// event, the chunk fallback of seed spec §4.1. A usage value that came on an untimed chunk
+    /// (the final usage-only chunk, where a server that miscounts per chunk usually sends the
+    /// true total) still raises the total, as untimed tokens.
+    fn count_by_events(&mut self) {
+        for e in &mut self.timed_events {
+            e.tokens = 1;
+        }
+        let timed = self.timed_events.len() as u64;
+        self.total = timed.max(self.max_untimed_usage.unwrap_or(0));
+        self.untimed_tokens = self.total - timed;
+        self.second_token_at = self
+            .timed_events
+            .get(1)
+            .map(|e| self.sent_at + std::time::Duration::from_nanos(e.after_sent_ns));
     }
 
     /// Counted output tokens so far (never decreases). Units: tokens.
@@ -309,7 +349,11 @@ impl RequestTracker {
     /// otherwise `[DONE]` seen → completed; otherwise a clean end with a `finish_reason` → completed
     /// (TGI style); a clean end without either → failed with [`ERR_NO_DONE`]; an interrupted body
     /// → failed with [`ERR_INTERRUPTED`].
-    pub fn finish(self, end: Instant, clean_eof: bool, cancelled: bool) -> RequestRecord {
+    pub fn finish(mut self, end: Instant, clean_eof: bool, cancelled: bool) -> RequestRecord {
+        // usage that never left 0 is no per-delta count but no count at all: ERR_USAGE_ZERO below
+        if self.nonmonotonic_usage && self.max_usage.is_some_and(|m| m > 0) {
+            self.count_by_events();
+        }
         let mut error = self.error;
         let mut completed = false;
         if !cancelled && error.is_none() {
@@ -395,9 +439,12 @@ pub struct RequestRecord {
     pub end_at: Instant,
     /// Output tokens `N` (§4.1): the last usage `completion_tokens` when usage was seen and it is
     /// ≥ the counted total, else the counted total (then `usage_below_count` is set). Because
-    /// usage only ever raises the counted total, this equals `counted_tokens`.
+    /// usage only ever raises the counted total, this equals `counted_tokens`. With
+    /// non-cumulative usage (`nonmonotonic_usage`) it is one per timed event, raised only by a
+    /// usage-only chunk's value (see [`RequestTracker`]).
     pub output_tokens: u64,
-    /// Counted total: max of the cumulative usage values and of one-per-token-event counting.
+    /// Counted total: max of the cumulative usage values and of one-per-token-event counting
+    /// (one per timed event when usage was not cumulative).
     pub counted_tokens: u64,
     /// The last `usage.completion_tokens` seen in the stream, if any.
     pub usage_completion_tokens: Option<u64>,

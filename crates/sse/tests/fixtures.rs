@@ -117,6 +117,7 @@ fn openai_gpt4o_usage_null_then_usage_chunk() {
         Some(Usage {
             prompt_tokens: Some(14),
             completion_tokens: Some(3),
+            completion_tokens_invalid: false,
             cached_tokens: None,
             reasoning_tokens: None
         })
@@ -298,6 +299,7 @@ fn sglang_usage_on_finish_chunk() {
         Some(Usage {
             prompt_tokens: Some(5),
             completion_tokens: Some(1),
+            completion_tokens_invalid: false,
             cached_tokens: None,
             reasoning_tokens: None
         })
@@ -444,6 +446,7 @@ fn llama_server_chat_stream() {
         Some(Usage {
             prompt_tokens: Some(14),
             completion_tokens: Some(8),
+            completion_tokens_invalid: false,
             cached_tokens: Some(0),
             reasoning_tokens: None
         })

@@ -6,7 +6,9 @@ mod common;
 use std::time::Instant;
 
 use common::*;
-use servebench_sse::{RequestRecord, RequestTracker, SseFramer, ERR_NO_DONE, ERR_NO_OUTPUT};
+use servebench_sse::{
+    RequestRecord, RequestTracker, SseFramer, ERR_NO_DONE, ERR_NO_OUTPUT, ERR_USAGE_INVALID,
+};
 
 /// Feed `(t, bytes)` reads of one request sent at `base`; the body ends at `end_t`.
 fn run_reads(
@@ -465,8 +467,83 @@ fn pitfall_16_non_cumulative_usage_flagged() {
         (0.3, "[DONE]"),
     ]);
     assert!(r.nonmonotonic_usage && !r.continuous_usage);
-    assert_eq!(r.output_tokens, 3, "totals never decrease");
-    assert!(r.usage_below_count, "last usage 2 < counted 3");
+    assert_eq!(
+        r.output_tokens, 2,
+        "non-cumulative usage is no count: one token per token event"
+    );
+    assert!(r.timed_events.iter().all(|e| e.tokens == 1));
+
+    // usage that counts down (5, 4, 3, 2, 1): the 5 on the first chunk is no arrival of 5
+    // tokens; recounted one per event, the second token is the second event (break-it round 2)
+    let events: Vec<(f64, String)> = (1..=5u64)
+        .map(|k| {
+            (
+                0.1 * k as f64,
+                format!(
+                    r#"{{"choices":[{{"index":0,"delta":{{"content":"t"}}}}],"usage":{{"completion_tokens":{}}}}}"#,
+                    6 - k
+                ),
+            )
+        })
+        .chain([(0.6, "[DONE]".to_string())])
+        .collect();
+    let refs: Vec<(f64, &str)> = events.iter().map(|(t, e)| (*t, e.as_str())).collect();
+    let (_, r) = run(&refs);
+    assert!(r.nonmonotonic_usage && r.completed);
+    assert_eq!(
+        (r.output_tokens, r.counted_tokens, r.untimed_tokens),
+        (5, 5, 0)
+    );
+    assert_eq!(r.timed_events.len(), 5);
+    assert!(r.timed_events.iter().all(|e| e.tokens == 1));
+    approx(r.ttst_s(), 0.1);
+    approx(r.itl_s(), 0.1);
+
+    // a final usage-only chunk above the event count still raises it (untimed)
+    let (_, r) = run(&[
+        (
+            0.1,
+            r#"{"choices":[{"index":0,"delta":{"content":"a"}}],"usage":{"completion_tokens":1}}"#,
+        ),
+        (
+            0.2,
+            r#"{"choices":[{"index":0,"delta":{"content":"b"}}],"usage":{"completion_tokens":1}}"#,
+        ),
+        (0.25, r#"{"choices":[],"usage":{"completion_tokens":4}}"#),
+        (0.3, "[DONE]"),
+    ]);
+    assert_eq!((r.output_tokens, r.untimed_tokens), (4, 2));
+}
+
+// 16b. A completion count that is no count (negative, fractional, beyond u64) is no missing
+// usage: the request fails as usage_implausible (break-it round 2: it was dropped silently and
+// the cell said usage "was not streamed on every chunk").
+#[test]
+fn pitfall_16_completion_tokens_that_are_no_count_fail_the_request() {
+    for bad in ["-3", "2.5", "1e308", "99999999999999999999"] {
+        let first = format!(
+            r#"{{"choices":[{{"index":0,"delta":{{"content":"a"}}}}],"usage":{{"completion_tokens":{bad}}}}}"#
+        );
+        let (_, r) = run(&[
+            (0.1, first.as_str()),
+            (
+                0.2,
+                r#"{"choices":[{"index":0,"delta":{"content":"b"}}],"usage":{"completion_tokens":2}}"#,
+            ),
+            (0.3, "[DONE]"),
+        ]);
+        assert!(!r.completed, "{bad}");
+        assert_eq!(r.error.as_deref(), Some(ERR_USAGE_INVALID), "{bad}");
+    }
+    // null is usage not sent, not a bad count
+    let (_, r) = run(&[
+        (
+            0.1,
+            r#"{"choices":[{"index":0,"delta":{"content":"a"}}],"usage":{"completion_tokens":null}}"#,
+        ),
+        (0.3, "[DONE]"),
+    ]);
+    assert!(r.completed && r.error.is_none());
 }
 
 // 19. No reasoning breakdown: unknown, never 0.

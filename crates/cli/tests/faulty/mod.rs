@@ -59,6 +59,11 @@ pub enum Fault {
     /// Token chunks whose usage goes down to 0: the first says completion_tokens 0 and so do
     /// all later ones, the finish chunk too (tokens arrived, usage never counted them).
     UsageZero,
+    /// Token chunks whose usage counts down (max_tokens, …, 1) and a finish chunk that says 1:
+    /// not cumulative, so the whole count on the first chunk says nothing about arrival times.
+    UsageCountsDown,
+    /// Token chunks whose usage.completion_tokens is negative (-5): no token count at all.
+    UsageNegative,
     /// This HTTP status (with an OpenAI error body) for every completion request.
     Status(u16),
     /// A healthy stream written all at once (one write: TTFT = E2E, no ITL).
@@ -467,6 +472,25 @@ fn serve(mut s: TcpStream, cfg: &Config, count: &AtomicUsize) -> std::io::Result
                 std::thread::sleep(Duration::from_millis(5));
             }
             finish(&mut s, prompt, 0)?;
+        }
+        Fault::UsageCountsDown => {
+            sse_head(&mut s)?;
+            for k in 1..=max_tokens {
+                token(&mut s, prompt, max_tokens - k + 1)?;
+                std::thread::sleep(Duration::from_millis(5));
+            }
+            finish(&mut s, prompt, 1)?;
+        }
+        Fault::UsageNegative => {
+            sse_head(&mut s)?;
+            for _ in 1..=max_tokens {
+                event(
+                    &mut s,
+                    r#"{"id":"x","object":"chat.completion.chunk","choices":[{"index":0,"delta":{"content":"tok "},"finish_reason":null}],"usage":{"prompt_tokens":8,"completion_tokens":-5}}"#,
+                )?;
+                std::thread::sleep(Duration::from_millis(5));
+            }
+            finish(&mut s, prompt, max_tokens)?;
         }
         Fault::SingleWrite => {
             let mut all = String::new();

@@ -165,7 +165,8 @@ pub struct RequestOutcome {
     pub intended_at: Instant,
     /// When the driver handed it to the client (≥ `intended_at`).
     pub sent_at: Instant,
-    /// Open loop: it had to wait for a free slot under the concurrency cap.
+    /// Open loop: it had to wait for a free slot under the concurrency cap (every slot taken,
+    /// or queued behind an earlier arrival that was waiting; see [`LoadReport::waited`]).
     pub waited: bool,
     /// The request's record, window credit, text and fault facts.
     pub stream: StreamOutcome,
@@ -212,7 +213,8 @@ pub struct LoadReport {
     pub sent: u64,
     /// Planned requests never sent (the load was stopped first; 0 for a closed loop).
     pub not_sent: u64,
-    /// Open loop: arrivals that waited for a slot under the cap.
+    /// Open loop: arrivals that waited for a slot under the cap (found every slot taken at their
+    /// intended time, or were intended before an earlier waiting arrival got its slot).
     pub waited: u64,
     /// Most requests in flight at once.
     pub max_in_flight: u64,
@@ -438,6 +440,10 @@ async fn open_loop(shared: Arc<Shared>, tx: Tx, schedule: Vec<Duration>, cap: Op
     let slots = cap.map(|c| Arc::new(Semaphore::new(c.max(1) as usize)));
     let idle: Arc<Mutex<Vec<H1Conn>>> = Arc::new(Mutex::new(Vec::new()));
     let mut running = tokio::task::JoinSet::new();
+    // when the last arrival that had to wait got its slot: an arrival intended before then was
+    // queued behind it, so it waited for a slot too, even when one is free by the time the
+    // dispatcher reaches it (a race between two streams ending close together otherwise decides)
+    let mut last_wait_end: Option<Instant> = None;
     for (k, offset) in schedule.iter().enumerate() {
         let intended = t0 + *offset;
         tokio::select! {
@@ -447,7 +453,13 @@ async fn open_loop(shared: Arc<Shared>, tx: Tx, schedule: Vec<Duration>, cap: Op
         let (permit, waited) = match &slots {
             None => (None, false),
             Some(s) => match s.clone().try_acquire_owned() {
-                Ok(p) => (Some(p), false),
+                Ok(p) => {
+                    let queued = last_wait_end.is_some_and(|end| intended < end);
+                    if queued {
+                        shared.waited.fetch_add(1, Ordering::SeqCst);
+                    }
+                    (Some(p), queued)
+                }
                 Err(_) => {
                     shared.counters.waiting.fetch_add(1, Ordering::SeqCst);
                     shared.waited.fetch_add(1, Ordering::SeqCst);
@@ -457,6 +469,7 @@ async fn open_loop(shared: Arc<Shared>, tx: Tx, schedule: Vec<Duration>, cap: Op
                         p = s.clone().acquire_owned() => p.ok(),
                     };
                     shared.counters.waiting.fetch_sub(1, Ordering::SeqCst);
+                    last_wait_end = Some(Instant::now());
                     match got {
                         Some(p) => (Some(p), true),
                         None => break,
