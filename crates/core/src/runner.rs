@@ -29,6 +29,7 @@ use servebench_results::{
     PrefillMode, PrefillRow, PromptCache, Results, ResumedFrom, RunState, SCHEMA_VERSION,
     TOOL_NAME,
 };
+use servebench_stats::thousands;
 use tokio_util::sync::CancellationToken;
 
 use crate::burst::{run_burst_cell, BurstJob};
@@ -2079,19 +2080,6 @@ async fn estimate_targeting(
     }
 }
 
-/// `601344` → `601,344`.
-pub fn thousands(n: u64) -> String {
-    let s = n.to_string();
-    let mut out = String::with_capacity(s.len() + s.len() / 3);
-    for (i, ch) in s.chars().enumerate() {
-        if i > 0 && (s.len() - i) % 3 == 0 {
-            out.push(',');
-        }
-        out.push(ch);
-    }
-    out
-}
-
 /// The `methodology` block: how each layer's headline is computed.
 pub fn methodology(
     prefill_present: bool,
@@ -2142,15 +2130,5 @@ pub fn methodology(
                     decode numbers."
                 .into(),
         },
-    }
-}
-
-#[cfg(test)]
-mod tests {
-    #[test]
-    fn thousands_sep() {
-        assert_eq!(super::thousands(601344), "601,344");
-        assert_eq!(super::thousands(12), "12");
-        assert_eq!(super::thousands(1000), "1,000");
     }
 }

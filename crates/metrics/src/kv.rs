@@ -241,18 +241,8 @@ pub fn sglang_kv_budget(max_total_num_tokens: u64, dcp_size: Option<u64>) -> KvB
     }
 }
 
-/// `1234567` → `"1,234,567"`.
-pub fn format_thousands(n: u64) -> String {
-    let digits = n.to_string();
-    let mut out = String::with_capacity(digits.len() + digits.len() / 3);
-    for (i, ch) in digits.chars().enumerate() {
-        if i > 0 && (digits.len() - i) % 3 == 0 {
-            out.push(',');
-        }
-        out.push(ch);
-    }
-    out
-}
+/// `1234567` → `"1,234,567"` ([`servebench_stats::thousands`]).
+pub use servebench_stats::thousands as format_thousands;
 
 /// The seed tool's vLLM event line (spec §3.3), exactly:
 /// `KV cache budget from vLLM metrics: 601,344 tokens (87 blocks x 3456; local 300,672 × CP 2; CP source: argument)`.

@@ -173,8 +173,31 @@ pub fn wilson_interval(successes: u64, n: u64, z: f64) -> Option<(f64, f64)> {
     Some(((centre - half).max(0.0), (centre + half).min(1.0)))
 }
 
+/// `601344` → `"601,344"`: an integer with a comma between each group of three digits (the seed
+/// tool's token-count format, seed spec §3.3). Shared by the event log, the live view and the
+/// KV-budget lines so they print one number one way.
+pub fn thousands(n: u64) -> String {
+    let digits = n.to_string();
+    let mut out = String::with_capacity(digits.len() + digits.len() / 3);
+    for (i, ch) in digits.chars().enumerate() {
+        if i > 0 && (digits.len() - i) % 3 == 0 {
+            out.push(',');
+        }
+        out.push(ch);
+    }
+    out
+}
+
 #[cfg(test)]
 mod tests {
+    #[test]
+    fn thousands_groups_three_digits() {
+        assert_eq!(super::thousands(601344), "601,344");
+        assert_eq!(super::thousands(12), "12");
+        assert_eq!(super::thousands(1000), "1,000");
+        assert_eq!(super::thousands(0), "0");
+    }
+
     use super::*;
 
     #[test]

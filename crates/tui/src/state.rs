@@ -359,7 +359,7 @@ pub fn human_duration(s: f64) -> String {
 
 /// `1234.5` → `1,235`.
 pub fn thousands(v: f64) -> String {
-    servebench_core::runner::thousands(v.max(0.0).round() as u64)
+    servebench_stats::thousands(v.max(0.0).round() as u64)
 }
 
 #[cfg(test)]
