@@ -1,4 +1,4 @@
-//! servebench's live views, fed only by the run's event channel ([`servebench_core::RunEvent`]):
+//! servebench's live views, fed only by the run's event channel ([`servebench_events::RunEvent`]):
 //!
 //! * [`terminal::run`]: the ratatui dashboard (full screen or inline), redrawn at a fixed rate on
 //!   its own thread, with the keys `q` (stop, keep partial results) and `s` (skip the cell);

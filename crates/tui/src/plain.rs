@@ -2,8 +2,8 @@
 //! cell enters a phase, and one every [`HEARTBEAT_S`] while a phase lasts, e.g.
 //! `cell 3/12 C=8 ctx=16k window 12/30 s, run ETA 14 min`.
 
-use servebench_core::events::Phase;
-use servebench_core::RunEvent;
+use servebench_events::Phase;
+use servebench_events::RunEvent;
 use servebench_results::format_context;
 
 use crate::state::{human_duration, thousands, Current, Dashboard};

@@ -4,10 +4,8 @@
 
 use std::collections::{BTreeMap, VecDeque};
 
-use servebench_core::events::{
-    CellProgress, ClientHealth, Phase, RequestDone, RunPlan, ServerLive,
-};
-use servebench_core::RunEvent;
+use servebench_events::RunEvent;
+use servebench_events::{CellProgress, ClientHealth, Phase, RequestDone, RunPlan, ServerLive};
 use servebench_results::{CellResult, CellStatus};
 
 /// Event-log lines kept for the view.

@@ -7,7 +7,7 @@ use ratatui::style::{Color, Modifier, Style};
 use ratatui::text::{Line, Span};
 use ratatui::widgets::{Block, Cell, Paragraph, Row, Sparkline, Table, Wrap};
 use ratatui::Frame;
-use servebench_core::events::Phase;
+use servebench_events::Phase;
 use servebench_results::{format_context, CellStatus};
 
 use crate::plain::{phase_text, secs};

@@ -4,10 +4,10 @@
 
 use ratatui::backend::TestBackend;
 use ratatui::Terminal;
-use servebench_core::events::{
+use servebench_events::RunEvent;
+use servebench_events::{
     CellProgress, ClientHealth, Phase, PlannedCell, RequestDone, RunPlan, ServerLive,
 };
-use servebench_core::RunEvent;
 use servebench_results::{CellResult, CellStatus};
 use servebench_tui::view::{draw, draw_compact, ViewInfo, INLINE_HEIGHT};
 use servebench_tui::{Dashboard, PlainProgress};
