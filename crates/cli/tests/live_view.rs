@@ -305,7 +305,11 @@ impl TermRun {
 #[test]
 fn dashboard_in_a_real_terminal_skip_and_quit() {
     if !Tmux::available() {
-        println!("SKIPPED: tmux is not installed (the dashboard end-to-end test needs it)");
+        servebench_testkit::missing_tool(
+            "dashboard_in_a_real_terminal_skip_and_quit",
+            "tmux",
+            "apt-get install tmux",
+        );
         return;
     }
     let run = TermRun::start("q", "1,2,4");
@@ -366,7 +370,11 @@ fn dashboard_in_a_real_terminal_skip_and_quit() {
 #[test]
 fn dashboard_ctrl_c_stops_and_restores_the_terminal() {
     if !Tmux::available() {
-        println!("SKIPPED: tmux is not installed (the dashboard end-to-end test needs it)");
+        servebench_testkit::missing_tool(
+            "dashboard_ctrl_c_stops_and_restores_the_terminal",
+            "tmux",
+            "apt-get install tmux",
+        );
         return;
     }
     let run = TermRun::start("ctrl-c", "1");
@@ -471,7 +479,11 @@ fn kill_the_terminal(name: &str, prelude: &str) -> Value {
 #[test]
 fn killing_the_terminal_ends_the_run_with_final_results() {
     if !Tmux::available() {
-        println!("SKIPPED: tmux is not installed (the dashboard end-to-end test needs it)");
+        servebench_testkit::missing_tool(
+            "killing_the_terminal_ends_the_run_with_final_results",
+            "tmux",
+            "apt-get install tmux",
+        );
         return;
     }
     let v = kill_the_terminal("hup", "");
@@ -487,7 +499,11 @@ fn killing_the_terminal_ends_the_run_with_final_results() {
 #[test]
 fn a_lost_terminal_ends_the_run_even_when_sighup_is_ignored() {
     if !Tmux::available() {
-        println!("SKIPPED: tmux is not installed (the dashboard end-to-end test needs it)");
+        servebench_testkit::missing_tool(
+            "a_lost_terminal_ends_the_run_even_when_sighup_is_ignored",
+            "tmux",
+            "apt-get install tmux",
+        );
         return;
     }
     // SIGHUP ignored (inherited, as under `trap '' HUP`): only the dead terminal (end of file or

@@ -2,7 +2,7 @@
 //! breadcrumbs, JSON API links, explicit unknowns, the Measured speed table and SVG charts),
 //! and headless Chromium opening each page type: no console message, no request leaving the
 //! server, a non-blank screenshot. Without `chromium` on PATH the browser test prints
-//! SKIPPED and passes.
+//! SKIPPED and passes, and fails where `SERVEBENCH_REQUIRE_TOOLS=1` (`.ci/run`).
 
 use std::io::{BufRead as _, BufReader, Write as _};
 use std::net::TcpListener;
@@ -335,8 +335,11 @@ async fn chromium_opens_every_page_type() {
                 .is_ok_and(|o| o.status.success())
         });
     let Some(chromium) = chromium else {
-        eprintln!("SKIPPED: chromium_opens_every_page_type: no chromium on PATH (apt-get install chromium)");
-        println!("SKIPPED: chromium_opens_every_page_type: no chromium on PATH");
+        servebench_testkit::missing_tool(
+            "chromium_opens_every_page_type",
+            "chromium",
+            "apt-get install chromium",
+        );
         return;
     };
     let (tx, rx) = tokio::sync::oneshot::channel::<()>();

@@ -4,7 +4,8 @@
 //! `default-src 'none'` policy — any attempted network request is logged as a console message),
 //! the rendered DOM has no element or attribute that loads anything, and the screenshot is not blank.
 //!
-//! Without `chromium` on the PATH the test prints `SKIPPED` and passes; `.ci/run` installs it.
+//! Without `chromium` on the PATH the test prints `SKIPPED` and passes; `.ci/run` installs it and
+//! sets `SERVEBENCH_REQUIRE_TOOLS=1`, which turns a missing browser into a failure.
 
 mod common;
 
@@ -154,8 +155,11 @@ fn check_page(bin: &Path, dir: &Path, page: &Path) {
 #[test]
 fn html_reports_load_offline_in_headless_chromium() {
     let Some(bin) = chromium() else {
-        eprintln!("SKIPPED: html_reports_load_offline_in_headless_chromium: no `chromium` on PATH (.ci/run installs it)");
-        println!("SKIPPED: no chromium");
+        servebench_testkit::missing_tool(
+            "html_reports_load_offline_in_headless_chromium",
+            "chromium",
+            "apt-get install chromium; .ci/run installs it",
+        );
         return;
     };
     let dir = tempfile::tempdir().unwrap();
@@ -195,7 +199,11 @@ fn html_reports_load_offline_in_headless_chromium() {
 #[test]
 fn the_browser_check_catches_a_network_request() {
     let Some(bin) = chromium() else {
-        eprintln!("SKIPPED: the_browser_check_catches_a_network_request: no `chromium` on PATH");
+        servebench_testkit::missing_tool(
+            "the_browser_check_catches_a_network_request",
+            "chromium",
+            "apt-get install chromium; .ci/run installs it",
+        );
         return;
     };
     let dir = tempfile::tempdir().unwrap();
