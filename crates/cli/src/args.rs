@@ -65,6 +65,7 @@ pub struct Cli {
 #[derive(Debug, Subcommand)]
 pub enum Command {
     /// Run the sustained-decode matrix against a server (or the built-in simulator when no target is given).
+    #[command(after_long_help = RUN_EXAMPLES)]
     Run(Box<RunArgs>),
     /// Serve the built-in OpenAI-compatible simulator (continuous batching model) until Ctrl-C.
     Sim(Box<SimConfig>),
@@ -88,6 +89,36 @@ pub enum Command {
     /// verdict per row), then validate the registry.
     Publish(Box<crate::publish::PublishArgs>),
 }
+
+/// Examples printed after `servebench run --help` (the long help; `-h` leaves them out).
+const RUN_EXAMPLES: &str = "\
+Examples:
+  # the built-in simulator (no server needed): C = 1,8,64 × contexts 0,8k, about a minute
+  servebench run
+
+  # a local vLLM / SGLang / llama.cpp / TGI server: the decode matrix, report and results JSON
+  servebench run --url http://127.0.0.1:8000 --concurrency 1,4,16,64 --contexts 0,16k,32k \\
+      -o vllm.json
+
+  # a hosted API: key from the environment, completions endpoint, reproducible prompts
+  SERVEBENCH_API_KEY=sk-... servebench run --url https://api.example.com/v1 --model my-model \\
+      --endpoint completions --seed 1
+
+  # open loop: Poisson arrivals at 5, 10 and 20 req/s for 60 s each, goodput under SLOs
+  servebench run --url http://127.0.0.1:8000 --request-rate 5,10,20 --duration 60 --contexts 0 \\
+      --slo ttft_p99=500ms,itl_p99=50ms
+
+  # the sustained matrix, then a Burst / E2E layer, with CSV and HTML exports
+  servebench run --url http://127.0.0.1:8000 --run-burst --export-csv cells.csv \\
+      --export-html report.html
+
+  # finish a run that was interrupted or had failed cells (same flags as the first run)
+  servebench run --url http://127.0.0.1:8000 --concurrency 1,4,16,64 --resume vllm.json
+
+Exit codes: 0 all cells measured or skipped, 1 startup error (server unreachable, rejected key,
+unknown model), 2 bad flags or flag values, 3 some cells error / invalid (results still written),
+130 interrupted by Ctrl-C, SIGTERM or SIGHUP (partial results written).
+More: README.md, docs/metrics.md (every number), docs/exports.md (files).";
 
 /// A results file argument.
 #[derive(Debug, Args)]
@@ -164,22 +195,27 @@ pub enum HwSourceArg {
 #[derive(Debug, Clone, Args)]
 pub struct TargetArgs {
     /// Full base URL of the server (scheme, host, port, optional path), e.g. http://127.0.0.1:8000.
-    #[arg(long, conflicts_with_all = ["host", "port"])]
+    #[arg(help_heading = "Server", long, conflicts_with_all = ["host", "port"])]
     pub url: Option<String>,
     /// Server host (or a URL); used with --port. Without --url/--host/--port the built-in simulator runs.
-    #[arg(long)]
+    #[arg(help_heading = "Server", long)]
     pub host: Option<String>,
     /// Server port (default 8000 when --host is given).
-    #[arg(long)]
+    #[arg(help_heading = "Server", long)]
     pub port: Option<u16>,
     /// API key sent as `Authorization: Bearer <key>` on every request.
-    #[arg(long, env = "SERVEBENCH_API_KEY", hide_env_values = true)]
+    #[arg(
+        help_heading = "Server",
+        long,
+        env = "SERVEBENCH_API_KEY",
+        hide_env_values = true
+    )]
     pub api_key: Option<String>,
     /// Model name (default: the first id listed by /v1/models).
-    #[arg(long)]
+    #[arg(help_heading = "Server", long)]
     pub model: Option<String>,
     /// API used for the benchmark requests.
-    #[arg(long, value_enum, default_value_t = EndpointArg::Chat)]
+    #[arg(help_heading = "Server", long, value_enum, default_value_t = EndpointArg::Chat)]
     pub endpoint: EndpointArg,
 }
 
@@ -242,41 +278,82 @@ pub struct RunArgs {
 
     /// Concurrency levels C (streams kept in flight), comma-separated
     /// [default: 1,2,4,8,16,32,64,128; simulator: 1,8,64].
-    #[arg(long, allow_hyphen_values = true)]
+    #[arg(
+        help_heading = "Matrix (concurrency × context cells)",
+        long,
+        allow_hyphen_values = true
+    )]
     pub concurrency: Option<String>,
     /// Context lengths in prompt tokens, comma-separated, `k` = ×1024
     /// [default: 0,16k,32k,64k,128k; simulator: 0,8k].
-    #[arg(long, allow_hyphen_values = true)]
+    #[arg(
+        help_heading = "Matrix (concurrency × context cells)",
+        long,
+        allow_hyphen_values = true
+    )]
     pub contexts: Option<String>,
     /// Measured window per cell, s [default: 30; simulator: 5].
-    #[arg(long, allow_negative_numbers = true)]
+    #[arg(
+        help_heading = "Matrix (concurrency × context cells)",
+        long,
+        allow_negative_numbers = true
+    )]
     pub duration: Option<f64>,
     /// max_tokens of every decode request.
-    #[arg(long, default_value_t = 2048)]
+    #[arg(
+        help_heading = "Matrix (concurrency × context cells)",
+        long,
+        default_value_t = 2048
+    )]
     pub max_tokens: u64,
     /// Do not send `ignore_eos: true` (let the model stop on EOS).
-    #[arg(long)]
+    #[arg(help_heading = "Matrix (concurrency × context cells)", long)]
     pub respect_eos: bool,
     /// Sampling temperature sent with every request (default: the server's).
-    #[arg(long, allow_negative_numbers = true)]
+    #[arg(
+        help_heading = "Matrix (concurrency × context cells)",
+        long,
+        allow_negative_numbers = true
+    )]
     pub temperature: Option<f64>,
     /// Hidden C=1 decode warmup at the largest runnable context, s (0 disables it).
-    #[arg(long, default_value_t = 3.0, allow_negative_numbers = true)]
+    #[arg(
+        help_heading = "Matrix (concurrency × context cells)",
+        long,
+        default_value_t = 3.0,
+        allow_negative_numbers = true
+    )]
     pub decode_warmup_seconds: f64,
     /// Readiness timeout per cell, s, counted after the cell's first request (sent alone to fill the prefix cache) (0 = auto: 60 s, 120 s at ≥64k, 180 s at ≥128k).
-    #[arg(long, default_value_t = 0.0, allow_negative_numbers = true)]
+    #[arg(
+        help_heading = "Matrix (concurrency × context cells)",
+        long,
+        default_value_t = 0.0,
+        allow_negative_numbers = true
+    )]
     pub cell_warmup_timeout_seconds: f64,
     /// How long readiness (every stream producing) must hold before the window opens, s.
-    #[arg(long, default_value_t = 3.0, allow_negative_numbers = true)]
+    #[arg(
+        help_heading = "Matrix (concurrency × context cells)",
+        long,
+        default_value_t = 3.0,
+        allow_negative_numbers = true
+    )]
     pub stable_seconds: f64,
     /// Pause between cells, s (lets the server drain).
-    #[arg(long, default_value_t = 1.0, allow_negative_numbers = true)]
+    #[arg(
+        help_heading = "Matrix (concurrency × context cells)",
+        long,
+        default_value_t = 1.0,
+        allow_negative_numbers = true
+    )]
     pub cell_pause_seconds: f64,
     /// KV cache budget in tokens (overrides detection; "set the KV cache budget explicitly" in a warning means this flag): cells with C × (ctx + max_tokens) above it are skipped (skipped_capacity).
-    #[arg(long, default_value_t = 0)]
+    #[arg(help_heading = "KV cache budget", long, default_value_t = 0)]
     pub kv_budget: u64,
     /// Decode context-parallel (DCP/CP) size to multiply a per-rank KV budget reported by the server (0 = detect; "set the decode context-parallel size" in a warning means this flag).
     #[arg(
+        help_heading = "KV cache budget",
         long,
         env = "SERVEBENCH_DCP_SIZE",
         hide_env_values = true,
@@ -284,111 +361,142 @@ pub struct RunArgs {
     )]
     pub dcp_size: u64,
     /// Print raw tok/s of capacity-limited cells instead of ∅.
-    #[arg(long)]
+    #[arg(help_heading = "Matrix (concurrency × context cells)", long)]
     pub show_capacity_limited_values: bool,
     /// Make the run nonce and therefore every prompt reproducible (prompts then share the prefix cache across runs).
-    #[arg(long)]
+    #[arg(help_heading = "Prompts", long)]
     pub seed: Option<u64>,
     /// How prompts are sized to each context.
-    #[arg(long, value_enum, default_value_t = TargetingArg::Auto)]
+    #[arg(help_heading = "Prompts", long, value_enum, default_value_t = TargetingArg::Auto)]
     pub token_targeting: TargetingArg,
     /// Size of the calibration probe used by the estimate (`k` suffix allowed).
-    #[arg(long, default_value = "8k")]
+    #[arg(help_heading = "Prompts", long, default_value = "8k")]
     pub calibration_context: String,
     /// Always calibrate afresh and do not write the calibration cache.
-    #[arg(long)]
+    #[arg(help_heading = "Prompts", long)]
     pub no_calibration_cache: bool,
     /// Do not record prefill rows (each cell's first request, sent alone to fill the prefix cache, still runs).
-    #[arg(long)]
+    #[arg(help_heading = "Prefill", long)]
     pub skip_prefill: bool,
     /// Prefill contexts, `k` = ×1024: extra contexts measured by one cold request each, with no
     /// decode cell (default mode), or the profile contexts (--standalone-prefill); contexts that
     /// do not fit the model are reported as skipped
     /// [default: 8k,64k,128k; simulator: 16k; with --request-rate / --rate-search: none unless
     /// given].
-    #[arg(long, allow_hyphen_values = true)]
+    #[arg(help_heading = "Prefill", long, allow_hyphen_values = true)]
     pub prefill_contexts: Option<String>,
     /// Repeated cold prefill samples per context before decode (median reported).
-    #[arg(long)]
+    #[arg(help_heading = "Prefill", long)]
     pub standalone_prefill: bool,
     /// Run the standalone prefill profile, then stop (no decode).
-    #[arg(long, conflicts_with = "skip_prefill")]
+    #[arg(help_heading = "Prefill", long, conflicts_with = "skip_prefill")]
     pub prefill_only: bool,
     /// Sampling time per standalone prefill context, s (at least one sample is always taken).
-    #[arg(long, default_value_t = 10.0, allow_negative_numbers = true)]
+    #[arg(
+        help_heading = "Prefill",
+        long,
+        default_value_t = 10.0,
+        allow_negative_numbers = true
+    )]
     pub prefill_duration: f64,
     /// Prefill headline: client (prompt_tokens / TTFT), auto (client plus Prometheus validation), prometheus (server counters).
-    #[arg(long, value_enum, default_value_t = PrefillMetricArg::Client)]
+    #[arg(help_heading = "Prefill", long, value_enum, default_value_t = PrefillMetricArg::Client)]
     pub prefill_metric: PrefillMetricArg,
     /// Request-count mode: N measured requests per cell replace the sustained window (Burst / E2E as the primary layer).
-    #[arg(long, default_value_t = 0)]
+    #[arg(
+        help_heading = "Request-count and Burst / E2E layers",
+        long,
+        default_value_t = 0
+    )]
     pub request_count: u64,
     /// Discarded requests before each request-count cell (needs --request-count).
-    #[arg(long, default_value_t = 0, requires = "request_count")]
+    #[arg(
+        help_heading = "Request-count and Burst / E2E layers",
+        long,
+        default_value_t = 0,
+        requires = "request_count"
+    )]
     pub warmup_request_count: u64,
     /// After the sustained matrix, run a Burst / E2E matrix (finite batches, final usage only).
-    #[arg(long)]
+    #[arg(help_heading = "Request-count and Burst / E2E layers", long)]
     pub run_burst: bool,
     /// Measured requests per burst cell (0 = max(C, C × --burst-requests-per-concurrency)).
-    #[arg(long, default_value_t = 0)]
+    #[arg(
+        help_heading = "Request-count and Burst / E2E layers",
+        long,
+        default_value_t = 0
+    )]
     pub burst_request_count: u64,
     /// Discarded warmup requests per burst cell (0 = C).
-    #[arg(long, default_value_t = 0)]
+    #[arg(
+        help_heading = "Request-count and Burst / E2E layers",
+        long,
+        default_value_t = 0
+    )]
     pub burst_warmup_request_count: u64,
     /// Multiplier for the automatic burst size (≥ 1).
-    #[arg(long, default_value_t = 5)]
+    #[arg(
+        help_heading = "Request-count and Burst / E2E layers",
+        long,
+        default_value_t = 5
+    )]
     pub burst_requests_per_concurrency: u64,
     /// Hardware monitor period, s: GPU (NVML, else nvidia-smi) and CPU samples for the per-cell
     /// hardware_summary, the run's hardware_run_summary and energy per output token.
-    #[arg(long, default_value_t = 1.0, allow_negative_numbers = true)]
+    #[arg(
+        help_heading = "Hardware monitor",
+        long,
+        default_value_t = 1.0,
+        allow_negative_numbers = true
+    )]
     pub hw_monitor_interval: f64,
     /// Do not run the hardware monitor (hardware_summary stays {}).
-    #[arg(long)]
+    #[arg(help_heading = "Hardware monitor", long)]
     pub no_hw_monitor: bool,
     /// Where GPU samples come from: NVML (loaded at run time), else nvidia-smi.
-    #[arg(long, value_enum, default_value_t = HwSourceArg::Auto)]
+    #[arg(help_heading = "Hardware monitor", long, value_enum, default_value_t = HwSourceArg::Auto)]
     pub hw_monitor_source: HwSourceArg,
     /// Prompt-cache state to measure: cold (a unique prefix per request) or shared (one prompt per
     /// cell). Default: cold for request-count and Burst / E2E cells, shared for the sustained
     /// matrix. Each cell records the state the server reported as `cache_state`.
-    #[arg(long, value_enum)]
+    #[arg(help_heading = "Prompts", long, value_enum)]
     pub prompt_cache: Option<PromptCacheArg>,
     /// Results JSON path, rewritten atomically after every finished cell and prefill row. A file
     /// already there is kept: renamed to NAME.1.json (or the next free number) before the run
     /// starts [default: benchmark_results.json; with --resume: the resumed FILE, updated in place
     /// after a copy of it is kept the same way].
-    #[arg(long, short)]
+    #[arg(help_heading = "Output and resume", long, short)]
     pub output: Option<PathBuf>,
     /// Resume the run whose results are in FILE: run only its missing and failed cells
     /// (error, invalid, not run) and prefill rows, keep the others unchanged. The target, model
     /// and matrix settings must match the file's (give the same flags); the model defaults to
     /// the file's.
-    #[arg(long, value_name = "FILE")]
+    #[arg(help_heading = "Output and resume", long, value_name = "FILE")]
     pub resume: Option<PathBuf>,
     /// Also write the results as CSV (one row per cell; columns in docs/exports.md).
-    #[arg(long, value_name = "FILE")]
+    #[arg(help_heading = "Output and resume", long, value_name = "FILE")]
     pub export_csv: Option<PathBuf>,
     /// Also write the report as Markdown tables.
-    #[arg(long, value_name = "FILE")]
+    #[arg(help_heading = "Output and resume", long, value_name = "FILE")]
     pub export_md: Option<PathBuf>,
     /// Also write one JSON line per measured request (cell / row keys, send times, every token
     /// event's arrival and tokens, usage, finish reason, error kind), as each request ends
     /// (format in docs/exports.md). Scouts and warmups are not exported.
-    #[arg(long, value_name = "FILE.jsonl")]
+    #[arg(help_heading = "Output and resume", long, value_name = "FILE.jsonl")]
     pub export_requests: Option<PathBuf>,
     /// Also write a self-contained HTML report with plots (readable offline).
-    #[arg(long, value_name = "FILE")]
+    #[arg(help_heading = "Output and resume", long, value_name = "FILE")]
     pub export_html: Option<PathBuf>,
     /// Percentiles of TTFT and ITL shown in the report tables, comma-separated (0-100), e.g.
     /// 50,90,99.
-    #[arg(long, default_value = "50")]
+    #[arg(help_heading = "Output and resume", long, default_value = "50")]
     pub percentiles: String,
     /// Only the final report (no progress lines on stderr).
-    #[arg(long, short)]
+    #[arg(help_heading = "Output and resume", long, short)]
     pub quiet: bool,
     /// Live view: screen, inline or plain [default: screen when stdout is a terminal, else
     /// plain; always plain with -q or when the CI environment variable is set].
-    #[arg(long, value_enum)]
+    #[arg(help_heading = "Output and resume", long, value_enum)]
     pub display: Option<DisplayArg>,
     #[command(flatten)]
     pub faults: crate::fault_args::FaultArgs,

@@ -1063,3 +1063,69 @@ fn top_level_help_names_registry_serve() {
     let text = String::from_utf8_lossy(&o.stdout);
     assert!(text.contains("registry serve"), "{text}");
 }
+
+/// `run --help` groups its flags and ends with examples; every example parses (against an
+/// unreachable server it fails at startup, exit 1, never on a flag), so the examples cannot rot.
+#[test]
+fn run_help_has_groups_and_examples_that_parse() {
+    let o = std::process::Command::new(env!("CARGO_BIN_EXE_servebench"))
+        .args(["run", "--help"])
+        .output()
+        .expect("run servebench run --help");
+    assert!(o.status.success());
+    let text = String::from_utf8_lossy(&o.stdout).to_string();
+    for heading in [
+        "Server:",
+        "Matrix (concurrency × context cells):",
+        "Prefill:",
+        "Output and resume:",
+        "Timeouts and retries:",
+        "Open-loop request rate:",
+        "Examples:",
+        "Exit codes:",
+    ] {
+        assert!(
+            text.lines().any(|l| l == heading || l.starts_with(heading)),
+            "{heading}\n{text}"
+        );
+    }
+    let examples = &text[text.find("Examples:").unwrap()..];
+    let joined = examples.replace("\\\n", " ");
+    let commands: Vec<Vec<String>> = joined
+        .lines()
+        .map(str::trim)
+        .filter_map(|l| {
+            l.find("servebench run")
+                .map(|i| &l[i + "servebench run".len()..])
+        })
+        .map(|rest| rest.split_whitespace().map(str::to_owned).collect())
+        .collect();
+    assert!(commands.len() >= 5, "{examples}");
+    let dir = tempfile::tempdir().unwrap();
+    // the simulator example (no --url) is the README's first command, run by its own tests
+    for mut args in commands
+        .into_iter()
+        .filter(|a| a.iter().any(|x| x == "--url"))
+    {
+        let i = args.iter().position(|a| a == "--url").unwrap();
+        args[i + 1] = "http://127.0.0.1:1".into();
+        let resume = args.iter().any(|a| a == "--resume");
+        let o = std::process::Command::new(env!("CARGO_BIN_EXE_servebench"))
+            .current_dir(dir.path())
+            .arg("run")
+            .args(&args)
+            .args(["-q", "--probe-timeout", "5"])
+            .env_remove("SERVEBENCH_API_KEY")
+            .output()
+            .expect("run an example");
+        let err = String::from_utf8_lossy(&o.stderr);
+        if resume {
+            // the file to resume does not exist in the empty directory: refused as a file, not
+            // as a flag
+            assert!(err.contains("cannot read"), "{args:?}: {err}");
+        } else {
+            assert_eq!(o.status.code(), Some(1), "{args:?}: {err}");
+            assert!(err.contains("cannot reach"), "{args:?}: {err}");
+        }
+    }
+}
