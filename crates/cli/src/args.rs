@@ -546,8 +546,8 @@ impl RunArgs {
         &self,
         contexts: Vec<u64>,
         open_loop: bool,
-    ) -> anyhow::Result<servebench_core::runner::PrefillConfig> {
-        Ok(servebench_core::runner::PrefillConfig {
+    ) -> anyhow::Result<servebench_core::run::PrefillConfig> {
+        Ok(servebench_core::run::PrefillConfig {
             contexts,
             standalone: self.standalone_prefill || self.prefill_only,
             only: self.prefill_only,
@@ -686,7 +686,7 @@ impl RunArgs {
                 CalibrationCache::user_default()
             },
             prefill: self.prefill_config(prefill_contexts.clone(), open_loop.is_some())?,
-            burst: servebench_core::runner::BurstConfig {
+            burst: servebench_core::run::BurstConfig {
                 request_count: self.request_count,
                 warmup_request_count: self.warmup_request_count,
                 run_burst: self.run_burst,

@@ -16,9 +16,9 @@ use servebench_results::{CellResult, JsonObject};
 use servebench_sse::RequestRecord;
 
 use crate::events::EventSink;
-use crate::runner::RunConfig;
+use crate::run::config::RunConfig;
 
-/// What the runner collects about the host (see [`crate::runner::run_with_host`]).
+/// What the runner collects about the host (see [`crate::run::run_with_host`]).
 #[derive(Clone, Debug)]
 pub struct HostOptions {
     /// The hardware monitor (`None`: off, `hardware_summary` stays `{}`).

@@ -1,4 +1,4 @@
-//! servebench's measurement core: probes, prompts, run plan, load driver, cells, runner. Its
+//! servebench's measurement core: probes, prompts, run plan, load driver, cells, the run. Its
 //! requests go through `servebench-client` (target, HTTP client, one stream).
 //!
 //! It never prints. Progress goes out as [`events::RunEvent`]s on a channel; the result is one
@@ -23,7 +23,7 @@ pub mod procstat;
 pub mod prompt;
 pub mod rate;
 pub mod resume;
-pub mod runner;
+pub mod run;
 pub mod task;
 pub(crate) mod telemetry;
 #[cfg(test)]
@@ -32,4 +32,4 @@ mod thresholds_tests;
 pub use error::ConfigError;
 pub use events::{EventSink, RunEvent};
 pub use host::HostOptions;
-pub use runner::{run, run_resuming, run_with_host, RunConfig, RunError, TargetingMode};
+pub use run::{run, run_resuming, run_with_host, RunConfig, RunError, TargetingMode};

@@ -15,7 +15,7 @@ use indexmap::IndexMap;
 use servebench_results::{CellResult, CellStatus, PrefillRow, Results, ResumedFrom};
 
 use crate::plan::CellSpec;
-use crate::runner::RunConfig;
+use crate::run::config::RunConfig;
 
 /// Cells and prefill rows carried over from an earlier results file.
 #[derive(Clone, Debug, Default)]
@@ -352,7 +352,7 @@ pub fn checked_settings(file: &Results, cfg: &RunConfig) -> Vec<(Setting, String
             Setting::PrefillMetric,
             (
                 m.prefill_metric.clone().unwrap_or_else(|| "unset".into()),
-                crate::runner::prefill_metric_name(p.metric).to_string(),
+                crate::run::config::prefill_metric_name(p.metric).to_string(),
             ),
         ),
     ];

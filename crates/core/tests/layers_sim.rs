@@ -16,7 +16,7 @@ use std::time::Duration;
 
 use servebench_client::{Endpoint, Target};
 use servebench_core::prompt::CalibrationCache;
-use servebench_core::runner::{BurstConfig, PrefillConfig, RunConfig, TargetingMode};
+use servebench_core::run::{BurstConfig, PrefillConfig, RunConfig, TargetingMode};
 use servebench_core::{run, EventSink};
 use servebench_results::{CellStatus, Results};
 use servebench_sim::{RequestTruth, Sim, SimConfig};

@@ -8,7 +8,7 @@ use std::time::Duration;
 use servebench_client::{Endpoint, Target};
 use servebench_core::events::{Phase, RunEvent, StopCause, USER_SKIP_REASON};
 use servebench_core::prompt::CalibrationCache;
-use servebench_core::runner::{BurstConfig, PrefillConfig, RunConfig, TargetingMode};
+use servebench_core::run::{BurstConfig, PrefillConfig, RunConfig, TargetingMode};
 use servebench_core::{run, EventSink};
 use servebench_results::CellStatus;
 use servebench_sim::{Personality, Sim, SimConfig};

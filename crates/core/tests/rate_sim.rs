@@ -455,7 +455,7 @@ async fn goodput_attempt() -> Vec<Miss> {
 
 fn run_config(sim: &Sim, open_loop: RateConfig, contexts: Vec<u64>) -> servebench_core::RunConfig {
     use servebench_core::prompt::CalibrationCache;
-    use servebench_core::runner::{BurstConfig, PrefillConfig, TargetingMode};
+    use servebench_core::run::{BurstConfig, PrefillConfig, TargetingMode};
     servebench_core::RunConfig {
         target: Target::from_url(&sim.base_url(), None, Endpoint::Chat).unwrap(),
         model: None,

@@ -32,7 +32,7 @@ use std::time::{Duration, Instant};
 use servebench_client::{Endpoint, Target};
 use servebench_core::events::{Phase, RunEvent};
 use servebench_core::prompt::CalibrationCache;
-use servebench_core::runner::{BurstConfig, PrefillConfig, RunConfig, TargetingMode};
+use servebench_core::run::{BurstConfig, PrefillConfig, RunConfig, TargetingMode};
 use servebench_core::{run, EventSink};
 use servebench_results::{CellResult, CellStatus, Results};
 use servebench_sim::{EngineStats, Personality, Sim, SimConfig};

@@ -109,7 +109,7 @@ pub struct RateJob<'a> {
 pub fn job_from_run<'a>(
     client: &'a HttpClient,
     path: &'static str,
-    cfg: &crate::runner::RunConfig,
+    cfg: &crate::run::config::RunConfig,
     run_id: &str,
     bodies: &[(u64, Result<Bytes, String>)],
     events: &'a EventSink,
