@@ -430,7 +430,7 @@ impl<'h, 'a> Accounting<'h, 'a> {
                 .hooks
                 .window
                 .and_then(WindowClock::window)
-                .map_or(0, |w| window_credit(&record, w));
+                .map_or(0, |(start, end)| record.tokens_between(start, end));
         }
         // A request silent from its last token to its end (cut at the window end, or failed).
         if let Some(last) = last_token {
@@ -504,25 +504,6 @@ impl<'h, 'a> Accounting<'h, 'a> {
             },
         }
     }
-}
-
-/// Tokens of `r` that arrived inside the window `(start, end)` (both edges included), counted
-/// from its timed events; its untimed tokens belong to its last token time (issue 8). The same
-/// rule as the live credit in `on_event`, for a record whose count was revised at its finish
-/// (non-cumulative usage, [`servebench_sse::RequestTracker`]). Units: tokens.
-fn window_credit(r: &RequestRecord, (start, end): (Instant, Instant)) -> u64 {
-    let inside = |at: Instant| at >= start && at <= end;
-    let timed: u64 = r
-        .timed_events
-        .iter()
-        .filter(|e| inside(r.sent_at + Duration::from_nanos(e.after_sent_ns)))
-        .map(|e| e.tokens)
-        .sum();
-    let untimed = match r.last_token_at {
-        Some(at) if inside(at) => r.untimed_tokens,
-        _ => 0,
-    };
-    timed + untimed
 }
 
 fn failed_before_stream(sent_at: Instant, err: String, kind: FailureKind) -> StreamOutcome {

@@ -331,6 +331,9 @@ fn finish(
     let wall = end.duration_since(start).as_secs_f64();
     let refs: Vec<&RequestRecord> = records.iter().collect();
     m.requests = Some(RequestStats::of(&refs, None));
+    m.steady = crate::steady::steady_state(&refs, c, start, end);
+    m.warnings
+        .extend(crate::steady::steady_warning(m.steady.as_ref(), c));
     m.counts.completed = records.iter().filter(|r| r.completed).count() as u64;
     m.counts.errors = records
         .iter()

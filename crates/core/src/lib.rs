@@ -24,6 +24,7 @@ pub mod prompt;
 pub mod rate;
 pub mod resume;
 pub mod run;
+pub mod steady;
 pub mod task;
 pub(crate) mod telemetry;
 #[cfg(test)]

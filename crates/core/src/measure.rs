@@ -204,6 +204,9 @@ pub struct CellMeasurement {
     pub warnings: Vec<String>,
     /// Stalls inside the window (sustained cells).
     pub stalls: Option<StallStats>,
+    /// Request-count and Burst / E2E cells: the steady span (`steady_state`,
+    /// [`crate::steady`]).
+    pub steady: Option<servebench_results::SteadyState>,
     /// Plausibility findings, in order.
     pub findings: Vec<Finding>,
     /// The headline, output tok/s of the window (`aggregate_tps`).
@@ -229,6 +232,7 @@ impl CellMeasurement {
             server: None,
             warnings: Vec::new(),
             stalls: None,
+            steady: None,
             findings: Vec::new(),
             aggregate_tps: None,
         }
@@ -302,6 +306,7 @@ impl CellMeasurement {
             r.stall_fraction = Some(st.fraction());
             r.stall_longest_s = (st.count > 0).then_some(st.longest_s);
         }
+        r.steady_state = self.steady.clone();
         r.status = self.verdict.status;
         r.status_reason = self.verdict.reason.clone();
         r.error_kind = self.verdict.error_kind;

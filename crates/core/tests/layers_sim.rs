@@ -452,3 +452,101 @@ async fn burst_prompts_are_cold_by_default_and_the_cell_says_so() {
         }
     }
 }
+
+/// The steady state of a Burst / E2E batch against the simulator's own view of the same batch:
+/// the span where all C = 4 measured requests were inside the simulator (received → `[DONE]`
+/// handed over; dips under 50 ms bridged, as `servebench_core::steady` does) and the tokens it
+/// emitted inside that span. The client's span is shifted from the server's by request and token
+/// transit (sub-millisecond on loopback), so its length must agree within 10 ms and its tok/s
+/// within 1 %; a loaded machine can delay the client's stamps, so one of three attempts must
+/// hold (a systematic error fails all three).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn burst_steady_state_matches_truth() {
+    let _s = SERIAL.lock().await;
+    let s = sim(SimConfig::default());
+    let mut seen = Vec::new();
+    for attempt in 1..=3 {
+        let (dur_err_s, tps_err) = burst_steady_error(&s).await;
+        eprintln!(
+            "attempt {attempt}: steady span − truth = {:+.1} ms, steady tok/s − truth = {:+.2} %",
+            dur_err_s * 1e3,
+            tps_err * 100.0
+        );
+        seen.push((dur_err_s, tps_err));
+        if dur_err_s.abs() < 0.010 && tps_err.abs() < 0.01 {
+            return;
+        }
+    }
+    panic!("steady state vs truth beyond 10 ms / 1 % on every attempt: {seen:?}");
+}
+
+/// One Burst / E2E batch of 24 measured requests at C = 4: (measured − truth) steady-span
+/// length in s, and relative steady tok/s error.
+async fn burst_steady_error(s: &Sim) -> (f64, f64) {
+    let mut cfg = config(s);
+    cfg.concurrency = vec![4];
+    cfg.max_tokens = 40;
+    cfg.burst = BurstConfig {
+        run_burst: true,
+        burst_request_count: 24,
+        burst_warmup_request_count: 4,
+        ..BurstConfig::default()
+    };
+    s.clear_truth();
+    let r = go(cfg).await;
+    let b = &r.burst_results[0];
+    assert_eq!(b.status, CellStatus::Ok, "{}", b.status_reason);
+    let st = b
+        .steady_state
+        .as_ref()
+        .expect("a burst cell has a steady state");
+    assert_eq!((st.target_in_flight, st.min_in_flight), (4, 4), "{st:?}");
+    assert!(
+        st.duration_s > 0.0 && st.fraction > 0.5 && !st.short,
+        "{st:?}"
+    );
+    assert!(st.requests >= 16, "{st:?}");
+    let mut truth: Vec<RequestTruth> = s
+        .truth()
+        .into_iter()
+        .filter(|t| t.max_tokens == 40)
+        .collect();
+    truth.sort_by_key(|t| t.received_at);
+    let measured = &truth[truth.len() - 24..];
+    let spans: Vec<(std::time::Instant, std::time::Instant)> = measured
+        .iter()
+        .map(|t| (t.received_at, t.finished_at.expect("finished")))
+        .collect();
+    let mut edges: Vec<std::time::Instant> = spans.iter().flat_map(|&(a, b)| [a, b]).collect();
+    edges.sort();
+    // segments between consecutive edges with all 4 inside, bridged over dips under 50 ms
+    let mut best = (edges[0], edges[0]);
+    let mut cur: Option<(std::time::Instant, std::time::Instant)> = None;
+    for w in edges.windows(2) {
+        let (a, b) = (w[0], w[1]);
+        if b <= a {
+            continue;
+        }
+        let mid = a + (b - a) / 2;
+        let n = spans.iter().filter(|&&(s, e)| s <= mid && mid < e).count();
+        if n >= 4 {
+            cur = match cur {
+                Some((x, y)) if a.duration_since(y) <= Duration::from_millis(50) => Some((x, b)),
+                _ => Some((a, b)),
+            };
+            let c = cur.unwrap();
+            if c.1 - c.0 > best.1 - best.0 {
+                best = c;
+            }
+        }
+    }
+    let truth_s = (best.1 - best.0).as_secs_f64();
+    let truth_tokens = servebench_sim::tokens_emitted_between(measured, best.0, best.1);
+    let truth_tps = truth_tokens as f64 / truth_s;
+    let tps = st.output_tps.unwrap();
+    eprintln!(
+        "steady: measured {:.3} s {tps:.1} tok/s ({} tokens), truth {truth_s:.3} s {truth_tps:.1} tok/s ({truth_tokens} tokens)",
+        st.duration_s, st.output_tokens
+    );
+    (st.duration_s - truth_s, (tps - truth_tps) / truth_tps)
+}

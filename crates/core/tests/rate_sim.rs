@@ -354,6 +354,35 @@ async fn overload_attempt() -> Vec<Miss> {
     }
     assert!(intended_p99 > 0.5, "intended {intended_p99}");
     assert!(r.schedule_lag_p99.unwrap() > 0.5);
+    // The cap is full for nearly the whole overloaded row: its steady state is the span with
+    // all 4 in flight, and the tokens that arrived inside it are the ones the simulator emitted
+    // inside it (transit shifts a few tokens at the edges; a wall-clock bound of 2 % + 8).
+    let st = r
+        .steady_state
+        .as_ref()
+        .expect("a capped row has a steady state");
+    assert_eq!((st.target_in_flight, st.min_in_flight), (4, 4), "{st:?}");
+    assert!(st.fraction > 0.8 && !st.short && st.requests > 50, "{st:?}");
+    let t0 = outcomes.iter().map(|o| o.intended_at).min().unwrap();
+    let (a, b) = (
+        t0 + Duration::from_secs_f64(st.start_s),
+        t0 + Duration::from_secs_f64(st.end_s),
+    );
+    let truth_tokens = servebench_sim::tokens_emitted_between(&s.truth(), a, b);
+    let off = (st.output_tokens as f64 - truth_tokens as f64).abs();
+    eprintln!(
+        "steady state: {:.3} s, {} tokens, truth {truth_tokens}",
+        st.duration_s, st.output_tokens
+    );
+    if off > 0.02 * truth_tokens as f64 + 8.0 {
+        misses.push((
+            format!(
+                "steady-state tokens {} vs the simulator's {truth_tokens}",
+                st.output_tokens
+            ),
+            0.02,
+        ));
+    }
     misses
 }
 

@@ -576,6 +576,7 @@ pub fn render_text(r: &Results, opts: &ReportOptions) -> String {
         }
     }
     fault_sections(r, &mut out);
+    steady_section(r, &mut out);
     let rate = rate::text(r);
     if !rate.is_empty() {
         out.push('\n');
@@ -586,6 +587,62 @@ pub fn render_text(r: &Results, opts: &ReportOptions) -> String {
         let _ = writeln!(out, "Results saved to {p}");
     }
     out
+}
+
+/// The steady state of request-count and Burst / E2E cells and of capped rate rows (the span
+/// with at least 95 % of the in-flight target in flight; docs/metrics.md). Prints nothing for
+/// files without it.
+fn steady_section(r: &Results, out: &mut String) {
+    let line = |label: String, s: &servebench_results::SteadyState| {
+        format!(
+            "  {label}: {:.2} s ({:.0} % of the load, ≥ {} of {} in flight), {} tok/s, TTFT p50 {} ms, ITL p50 {} ms{}",
+            s.duration_s,
+            s.fraction * 100.0,
+            s.min_in_flight,
+            s.target_in_flight,
+            fmt_tps(s.output_tps),
+            fmt_ms(s.ttft_p50),
+            fmt_ms(s.itl_p50),
+            if s.short { " (short)" } else { "" }
+        )
+    };
+    let mut lines: Vec<String> = Vec::new();
+    for c in r.results.iter().chain(r.burst_results.iter()) {
+        if let Some(s) = &c.steady_state {
+            let layer = if c.benchmark_mode == BenchmarkMode::BurstE2e {
+                "[burst] "
+            } else {
+                ""
+            };
+            let label = format!(
+                "{layer}C={} ctx={}",
+                c.concurrency,
+                format_context(c.context_tokens)
+            );
+            lines.push(line(label, s));
+        }
+    }
+    for row in &r.rate_results {
+        if let Some(s) = &row.steady_state {
+            let label = format!(
+                "[rate] {} req/s ctx={}",
+                row.offered_rate,
+                format_context(row.context_tokens)
+            );
+            lines.push(line(label, s));
+        }
+    }
+    if lines.is_empty() {
+        return;
+    }
+    out.push('\n');
+    let _ = writeln!(
+        out,
+        "Steady state (the longest span with ≥ 95 % of the in-flight target in flight; ramp-up and drain left out):"
+    );
+    for l in lines {
+        let _ = writeln!(out, "{l}");
+    }
 }
 
 /// Requested vs real context (cells whose measured prompt differs from the label by more than

@@ -27,9 +27,11 @@ pub use kinds::{
     FailureKind, PrefillMethod, PrefillMode, PromptCache,
 };
 mod rate;
+mod steady;
 pub use rate::{
     ArrivalProcess, RateProbe, RateRow, RateSearch, RateSummary, SearchStop, SloCheck, SloMetric,
 };
+pub use steady::SteadyState;
 
 /// A JSON object (`{}` when empty).
 pub type JsonObject = serde_json::Map<String, Value>;
@@ -601,6 +603,10 @@ pub struct CellResult {
     pub stall_fraction: Option<f64>,
     /// Silence that counts as a stall in this cell: max(10 × typical chunk gap, 1 s), s.
     pub stall_threshold_s: Option<f64>,
+    /// Request-count and Burst / E2E cells: the longest span with at least 95 % of C in flight
+    /// and its throughput and latency ([`SteadyState`]); null for sustained cells (their window
+    /// is the steady state) and in files written before this field.
+    pub steady_state: Option<SteadyState>,
     /// Requests of the cell's statistics that carried llama.cpp's final `timings` object; null
     /// when none did (other engines).
     pub timings_requests: Option<u64>,

@@ -197,6 +197,11 @@ pub struct RateRow {
     pub status: Option<CellStatus>,
     /// Why the row is not `ok`, or a note.
     pub status_reason: Option<String>,
+    /// Rows under a concurrency cap: the longest span with at least 95 % of `max_concurrency` in
+    /// flight, and its throughput and latency ([`crate::SteadyState`]; times relative to the
+    /// row's first intended send). Null without a cap (an open loop has no in-flight target) and
+    /// in files written before this field.
+    pub steady_state: Option<crate::SteadyState>,
 }
 
 /// Summary of one per-request latency, s.

@@ -95,6 +95,23 @@ fn full_row() -> RateRow {
         search_step: Some(2),
         status: Some(servebench_results::CellStatus::Ok),
         status_reason: None,
+        steady_state: Some(servebench_results::SteadyState {
+            target_in_flight: 32,
+            min_in_flight: 31,
+            start_s: 0.4,
+            end_s: 4.6,
+            duration_s: 4.2,
+            fraction: 0.84,
+            mean_in_flight: 31.6,
+            requests: 40,
+            output_tokens: 9000,
+            output_tps: Some(2142.9),
+            ttft_p50: Some(0.05),
+            ttft_p99: Some(0.2),
+            itl_p50: Some(0.01),
+            itl_p99: Some(0.02),
+            short: false,
+        }),
     }
 }
 

@@ -556,6 +556,25 @@ impl RequestRecord {
         Some(secs(first, last) / (self.output_tokens - 1) as f64)
     }
 
+    /// Output tokens that arrived in `[start, end]` (both edges included): the tokens of its
+    /// timed events inside, plus its untimed tokens when its last token time is inside (they
+    /// belong to that time, issue 8). The rule of the sustained window's per-request credit,
+    /// applied after the fact (steady-state spans, a count revised at finish). Units: tokens.
+    pub fn tokens_between(&self, start: Instant, end: Instant) -> u64 {
+        let inside = |at: Instant| at >= start && at <= end;
+        let timed: u64 = self
+            .timed_events
+            .iter()
+            .filter(|e| inside(self.sent_at + std::time::Duration::from_nanos(e.after_sent_ns)))
+            .map(|e| e.tokens)
+            .sum();
+        let untimed = match self.last_token_at {
+            Some(at) if inside(at) => self.untimed_tokens,
+            _ => 0,
+        };
+        timed + untimed
+    }
+
     /// Every per-token gap of the request, chunk-aware: for each timed event after the first,
     /// `(gap to the previous timed event in ns / tokens, tokens)`; an event that added no token
     /// contributes its gap to the next one that did. Units: ns per token, tokens. The weighted

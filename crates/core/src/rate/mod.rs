@@ -322,6 +322,19 @@ fn judge_unfinished(row: &mut RateRow) {
     });
 }
 
+/// The steady state of a row under the cap `cap` ([`crate::steady`]): from its first intended
+/// send to its last request's end.
+fn capped_steady_state(
+    outcomes: &[RequestOutcome],
+    cap: u64,
+) -> Option<servebench_results::SteadyState> {
+    let start = outcomes.iter().map(|o| o.intended_at).min()?;
+    let end = outcomes.iter().map(|o| o.stream.record.end_at).max()?;
+    let records: Vec<&servebench_sse::RequestRecord> =
+        outcomes.iter().map(|o| &o.stream.record).collect();
+    crate::steady::steady_state(&records, cap, start, end)
+}
+
 /// One row at `rate` for context `ctx` (`step` = its rate-search probe number): the row and
 /// every sent request's outcome (completion order; for tests against the simulator's truth).
 pub async fn measure_row(
@@ -399,6 +412,9 @@ pub async fn measure_row(
     outcomes.extend(report.outcomes);
     let interrupted = job.cancel.is_cancelled();
     fold_row(&mut row, &offsets, &outcomes, &cfg.slos);
+    row.steady_state = cfg
+        .max_concurrency
+        .and_then(|cap| capped_steady_state(&outcomes, cap));
     if interrupted {
         row.status = Some(CellStatus::SkippedUser);
         row.status_reason = Some(
