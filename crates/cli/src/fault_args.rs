@@ -17,7 +17,8 @@ use crate::args::usage_bail;
 #[command(next_help_heading = "Timeouts and retries")]
 pub struct FaultArgs {
     /// Startup probes (decode JIT probe, each /tokenize call, each calibration request), s; a
-    /// probe that times out ends the run with exit 1 ("probe timeout").
+    /// probe that times out ends the run with exit 1 ("probe timeout"). Without
+    /// --request-timeout a whole probe may take this plus --stream-idle-timeout.
     #[arg(long, default_value_t = DEFAULT_PROBE_TIMEOUT_S, allow_negative_numbers = true)]
     pub probe_timeout: f64,
     /// Request sent → response headers ("first-byte timeout"), s (0 = the request's first-token
@@ -32,7 +33,8 @@ pub struct FaultArgs {
     #[arg(long, default_value_t = DEFAULT_FIRST_TOKEN_PER_1K_S, allow_negative_numbers = true)]
     pub first_token_timeout_per_1k: f64,
     /// After the first token: fail a stream that sends no bytes for this long ("stream idle
-    /// timeout"), s (SSE comment pings count as bytes; 0 = off).
+    /// timeout"), s (SSE comment pings count as bytes; 0 = off), or no output token for twice
+    /// this long whatever else it sends.
     #[arg(long, default_value_t = DEFAULT_STREAM_IDLE_TIMEOUT_S, allow_negative_numbers = true)]
     pub stream_idle_timeout: f64,
     /// Whole-request ceiling ("request timeout"), s (0 = none).

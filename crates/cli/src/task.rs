@@ -295,9 +295,14 @@ pub async fn cmd_task(a: TaskArgs) -> anyhow::Result<ExitCode> {
     })?;
     let written = crate::checkpoint::write_results(&results, &output)
         .with_context(|| format!("cannot write {}", output.display()));
+    // what the terminal shows is what the file holds: registered secrets redacted (a server
+    // can spell the API key out in an answer, one token at a time), no control characters
     let text = render_report(
-        &results,
+        &crate::checkpoint::scrubbed(&results),
         written.is_ok().then(|| a.output.display().to_string()),
+    );
+    let text = servebench_report::export::without_controls(
+        servebench_client::secrets::scrub(&text).into_owned(),
     );
     let mut stdout = std::io::stdout().lock();
     let _ = writeln!(stdout);

@@ -243,6 +243,50 @@ fn stall_mid_stream_in_request_count_mode() {
 }
 
 #[test]
+fn pings_after_the_first_token_end_the_request_in_bounded_time() {
+    // one token, then only keep-alive comments: the pings keep the idle timer alive, but no
+    // output token for 2 × the stream idle timeout ends the request (break-it round 3: the
+    // default flags waited forever in the probe, the scout and request-count cells)
+    let s = faulty::start(Config::new(Fault::PingsAfterFirstToken, 1));
+    let r = run(
+        &s.url(),
+        &["--request-count", "2", "--stream-idle-timeout", "1"],
+        SHORT_LIMIT,
+    );
+    let c = invalid_with(&r, "stream_stalled");
+    assert!(
+        c["status_reason"]
+            .as_str()
+            .unwrap()
+            .contains("no output token for 2 s"),
+        "{c:#}"
+    );
+    assert!(r.elapsed < Duration::from_secs(15), "{}", r.dump());
+    // the startup probe too: the run ends with exit 1
+    let s = faulty::start(Config::new(Fault::PingsAfterFirstToken, 0));
+    let r = run(
+        &s.url(),
+        &["--probe-timeout", "2", "--stream-idle-timeout", "1"],
+        SHORT_LIMIT,
+    );
+    assert_eq!(r.code, Some(1), "{}", r.dump());
+    assert!(r.elapsed < Duration::from_secs(15), "{}", r.dump());
+}
+
+#[test]
+fn endless_text_with_usage_stuck_is_cut_as_ignoring_max_tokens() {
+    // usage says 1 for ever while text keeps coming: the token events pass the endless bound
+    let s = faulty::start(Config::new(Fault::EndlessUsageStuck, 1));
+    let r = run(
+        &s.url(),
+        &["--request-count", "2", "--max-tokens", "16"],
+        SHORT_LIMIT,
+    );
+    invalid_with(&r, "max_tokens_ignored");
+    assert!(r.elapsed < Duration::from_secs(15), "{}", r.dump());
+}
+
+#[test]
 fn endless_stream_is_cut_as_ignoring_max_tokens() {
     let s = faulty::start(Config::new(Fault::Endless, 1));
     let r = run(
@@ -754,6 +798,47 @@ fn tokens_in_one_write_are_flagged_and_not_accepted_at_publish() {
     );
     validate(r.json.as_ref().unwrap());
     assert!(r.stdout.contains("single_write"), "{}", r.dump());
+}
+
+#[test]
+fn an_api_key_spelled_out_in_a_task_answer_is_never_shown() {
+    // break-it round 3: the task table printed the final answer, the key in clear, on stdout
+    const KEY: &str = "sk-CANARY-task-9pLm2";
+    let s = faulty::start(Config::new(Fault::EchoKeyInAnswer, 0));
+    let dir = tempfile::tempdir().unwrap();
+    let out = dir.path().join("task.json");
+    let child = Command::new(BIN)
+        .args([
+            "task",
+            "--url",
+            &s.url(),
+            "--prompt",
+            "hi",
+            "--answer",
+            "42",
+        ])
+        .args(["--runs", "2", "--max-tokens", "64", "--save-text", "-o"])
+        .arg(&out)
+        .env("SERVEBENCH_API_KEY", KEY)
+        .stdin(Stdio::null())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .expect("spawn servebench task");
+    let e = common::wait_for(child, SHORT_LIMIT);
+    assert!(e.status.is_some(), "task still running");
+    let file = std::fs::read_to_string(&out).unwrap_or_default();
+    assert!(
+        file.contains("<redacted>"),
+        "the answer was recorded: {file}"
+    );
+    for (what, text) in [
+        ("stdout", &e.stdout),
+        ("stderr", &e.stderr),
+        ("task.json", &file),
+    ] {
+        assert!(!text.contains(KEY), "{what} shows the key:\n{text}");
+    }
 }
 
 #[test]

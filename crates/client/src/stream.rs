@@ -263,6 +263,11 @@ impl<'h, 'a> Accounting<'h, 'a> {
         self.tracker.first_token_at()
     }
 
+    /// Arrival of the latest output progress (a token event or usage growth), if any.
+    fn last_token_at(&self) -> Option<Instant> {
+        self.prev_token_at
+    }
+
     /// Bookkeeping of one token arrival: long gaps, the usage bound, the max_tokens cut.
     fn on_token_arrival(&mut self, at: Instant) {
         if let Some(prev) = self.prev_token_at {
@@ -280,6 +285,9 @@ impl<'h, 'a> Accounting<'h, 'a> {
         }
         if let (Some(cut), Some(m), None) = (self.cut_above, self.max_tokens, &self.limit_exceeded)
         {
+            // token events count too: a server whose usage stays low while it streams text
+            // without end is as endless as one whose usage runs away
+            let total = total.max(self.tracker.token_events());
             if total > cut {
                 let (kind, what) = if total > bound {
                     (
@@ -792,13 +800,13 @@ async fn run_stream_h1(
             biased;
             _ = &mut cancel => { was_cancelled = true; break; }
             _ = &mut sleep => {
-                match limits.body_deadline(sent_at, acc.first_token_at(), last_byte) {
-                    Some((d, kind)) if Instant::now() >= d => {
-                        transport_error = Some((limits.message(kind), kind));
+                match next_deadline(limits, sent_at, &acc, last_byte) {
+                    Some((d, kind, msg)) if Instant::now() >= d => {
+                        transport_error = Some((msg, kind));
                         break;
                     }
                     d => {
-                        sleep.rearm().reset(deadline_or_far(d).into());
+                        sleep.rearm().reset(deadline_or_far(d.map(|(d, k, _)| (d, k))).into());
                         continue;
                     }
                 }
@@ -818,8 +826,10 @@ async fn run_stream_h1(
                 if !idle_armed && acc.first_token_at().is_some() {
                     // the first token switches to the (usually shorter) idle deadline
                     idle_armed = true;
-                    let d = limits.body_deadline(sent_at, acc.first_token_at(), last_byte);
-                    sleep.rearm().reset(deadline_or_far(d).into());
+                    let d = next_deadline(limits, sent_at, &acc, last_byte);
+                    sleep
+                        .rearm()
+                        .reset(deadline_or_far(d.map(|(d, k, _)| (d, k))).into());
                 }
             }
             Ok(None) => {
@@ -848,6 +858,40 @@ async fn run_stream_h1(
     let mut out = acc.close(clean_eof, was_cancelled, transport_error);
     out.read_delay = read_delay;
     out
+}
+
+/// The earliest deadline of the request now, with its failure kind and, once it has passed,
+/// its message (empty before, so re-arming the timer allocates nothing): the phase and
+/// whole-request deadlines ([`RequestLimits::body_deadline`]) and, after the first token, the
+/// no-output-token one ([`RequestLimits::no_token_deadline`]).
+fn next_deadline(
+    limits: &RequestLimits,
+    sent_at: Instant,
+    acc: &Accounting<'_, '_>,
+    last_byte: Instant,
+) -> Option<(Instant, FailureKind, String)> {
+    let phase = limits.body_deadline(sent_at, acc.first_token_at(), last_byte);
+    let no_token = acc
+        .first_token_at()
+        .and_then(|_| limits.no_token_deadline(acc.last_token_at()));
+    let now = Instant::now();
+    match no_token {
+        Some(n) if phase.is_none_or(|(d, _)| n < d) => Some((
+            n,
+            FailureKind::StreamStalled,
+            msg_if(now >= n, || limits.no_token_message()),
+        )),
+        _ => phase.map(|(d, k)| (d, k, msg_if(now >= d, || limits.message(k)))),
+    }
+}
+
+/// `text()` when `passed`, else an empty string (no allocation).
+fn msg_if(passed: bool, text: impl FnOnce() -> String) -> String {
+    if passed {
+        text()
+    } else {
+        String::new()
+    }
 }
 
 /// The deadline, or one far in the future when none applies.
@@ -905,13 +949,13 @@ async fn run_stream_reqwest(
             biased;
             _ = &mut cancel => { was_cancelled = true; break; }
             _ = &mut sleep => {
-                match limits.body_deadline(sent_at, acc.first_token_at(), last_byte) {
-                    Some((d, kind)) if Instant::now() >= d => {
-                        transport_error = Some((limits.message(kind), kind));
+                match next_deadline(limits, sent_at, &acc, last_byte) {
+                    Some((d, kind, msg)) if Instant::now() >= d => {
+                        transport_error = Some((msg, kind));
                         break;
                     }
                     d => {
-                        sleep.rearm().reset(deadline_or_far(d).into());
+                        sleep.rearm().reset(deadline_or_far(d.map(|(d, k, _)| (d, k))).into());
                         continue;
                     }
                 }
@@ -931,8 +975,10 @@ async fn run_stream_reqwest(
                 }
                 if !idle_armed && acc.first_token_at().is_some() {
                     idle_armed = true;
-                    let d = limits.body_deadline(sent_at, acc.first_token_at(), last_byte);
-                    sleep.rearm().reset(deadline_or_far(d).into());
+                    let d = next_deadline(limits, sent_at, &acc, last_byte);
+                    sleep
+                        .rearm()
+                        .reset(deadline_or_far(d.map(|(d, k, _)| (d, k))).into());
                 }
             }
             Ok(None) => {

@@ -9,8 +9,9 @@
 //! | request sent → response head (status line and headers) | `first_byte`; unset: the first-token deadline | [`Limit::FirstByte`], [`Limit::FirstByteFromFirstToken`] | `first_byte_timeout` |
 //! | request sent → first output token | `first_token` + `first_token_per_1k` × prompt tokens in flight / 1000 | [`Limit::FirstToken`] | `first_token_timeout` |
 //! | after the first token: no bytes at all (SSE comment pings count) | `stream_idle` | [`Limit::StreamIdle`] | `stream_stalled` |
+//! | after the first token: no output token, whatever else arrives (pings, text-less or usage-only chunks) | [`NO_TOKEN_IDLE_FACTOR`] × `stream_idle` | [`Limit::StreamIdle`] | `stream_stalled` |
 //! | request sent → end of the response (off by default) | `request` | [`Limit::Request`] | `request_timeout` |
-//! | startup probes (decode JIT probe, each `/tokenize` call, each calibration request) | `probe` (calibration: + the per-1k scaling of its prompt) | [`Limit::Probe`] | `probe_timeout` |
+//! | startup probes (decode JIT probe, each `/tokenize` call, each calibration request) | `probe` (calibration: + the per-1k scaling of its prompt); the whole probe: `request`, else `probe` + `stream_idle` | [`Limit::Probe`] | `probe_timeout` |
 //!
 //! A timeout's message (it becomes the cell's reason in the results) names its [`Limit`] in words
 //! ("stream idle timeout"), never a command-line flag; the CLI maps each [`Limit`] to its flag.
@@ -37,6 +38,9 @@ pub const DEFAULT_FIRST_TOKEN_TIMEOUT_S: f64 = 60.0;
 /// Default [`RequestPolicy::first_token_per_1k`]: added per 1,000 prompt tokens in flight, s
 /// (assumes a prefill of at least 500 tok/s; raise it for CPU servers).
 pub const DEFAULT_FIRST_TOKEN_PER_1K_S: f64 = 2.0;
+/// After the first token, the longest time without an output token, as a multiple of the
+/// stream idle timeout, even while other bytes arrive ([`RequestLimits::no_token_deadline`]).
+pub const NO_TOKEN_IDLE_FACTOR: f64 = 2.0;
 /// Default stream idle timeout ([`RequestPolicy::stream_idle`]), s.
 pub const DEFAULT_STREAM_IDLE_TIMEOUT_S: f64 = 60.0;
 /// Longest wait honoured from a `Retry-After` header, s.
@@ -174,6 +178,9 @@ pub struct RequestLimits {
     pub first_byte_limit: Limit,
     /// The limit behind [`RequestLimits::first_token`] (named in its timeout message).
     pub first_token_limit: Limit,
+    /// The limit behind [`RequestLimits::total`]: [`Limit::Request`], or [`Limit::Probe`] for a
+    /// probe bounded by default (named in its timeout message).
+    pub total_limit: Limit,
     /// The prompt tokens in flight behind the first-token deadline (for the message).
     pub prompt_tokens_in_flight: u64,
 }
@@ -206,9 +213,18 @@ impl RequestPolicy {
                 first_byte: self.probe,
                 first_token: self.probe,
                 idle: self.stream_idle,
-                total: self.request,
+                // a probe is a short request: bounded as a whole even when no whole-request
+                // deadline is set (first token within the probe limit, then at most one idle)
+                total: self
+                    .request
+                    .or(Some(self.probe + self.stream_idle.unwrap_or(self.probe))),
                 first_byte_limit: Limit::Probe,
                 first_token_limit: Limit::Probe,
+                total_limit: if self.request.is_some() {
+                    Limit::Request
+                } else {
+                    Limit::Probe
+                },
                 prompt_tokens_in_flight: tokens,
             },
             RequestClass::Normal => {
@@ -224,6 +240,7 @@ impl RequestPolicy {
                         Limit::FirstByteFromFirstToken
                     },
                     first_token_limit: Limit::FirstToken,
+                    total_limit: Limit::Request,
                     prompt_tokens_in_flight: tokens,
                 }
             }
@@ -268,6 +285,26 @@ impl RequestLimits {
         }
     }
 
+    /// After the first token, the latest time the next output token may arrive even while
+    /// other bytes keep the stream alive (SSE comment pings, text-less or usage-only chunks):
+    /// `last_token + NO_TOKEN_IDLE_FACTOR × idle` (`stream_stalled`, [`Self::no_token_message`]).
+    /// Without it a server that sent one token and then only pings would hold a request (a
+    /// startup probe, a scout, a request-count cell) forever when no whole-request deadline is
+    /// set. `None` before the first token or with the idle limit off.
+    pub fn no_token_deadline(&self, last_token: Option<Instant>) -> Option<Instant> {
+        Some(last_token? + self.idle?.mul_f64(NO_TOKEN_IDLE_FACTOR))
+    }
+
+    /// The message of a [`Self::no_token_deadline`] that passed.
+    pub fn no_token_message(&self) -> String {
+        format!(
+            "stream_stalled: no output token for {} although bytes kept arriving (keep-alive comments or chunks without tokens; {} × the {})",
+            format_secs(self.idle.unwrap_or_default().as_secs_f64() * NO_TOKEN_IDLE_FACTOR),
+            NO_TOKEN_IDLE_FACTOR,
+            Limit::StreamIdle
+        )
+    }
+
     /// The limit whose passing is a failure of `kind` (`None` for a kind that is no deadline of
     /// these limits).
     pub fn limit_of(&self, kind: FailureKind) -> Option<Limit> {
@@ -275,7 +312,7 @@ impl RequestLimits {
             FailureKind::FirstByteTimeout => Some(self.first_byte_limit),
             FailureKind::FirstTokenTimeout => Some(self.first_token_limit),
             FailureKind::StreamStalled => Some(Limit::StreamIdle),
-            FailureKind::RequestTimeout => Some(Limit::Request),
+            FailureKind::RequestTimeout => Some(self.total_limit),
             _ => None,
         }
     }
@@ -304,7 +341,7 @@ impl RequestLimits {
             FailureKind::RequestTimeout => format!(
                 "request_timeout: the request did not finish within {} ({})",
                 s(self.total.unwrap_or_default()),
-                Limit::Request
+                self.total_limit
             ),
             other => other.as_str().to_string(),
         }
@@ -422,12 +459,8 @@ mod tests {
                 Limit::StreamIdle,
                 Limit::Request,
             ],
-            [
-                Limit::Probe,
-                Limit::Probe,
-                Limit::StreamIdle,
-                Limit::Request,
-            ],
+            // a probe without --request-timeout is bounded as a whole by the probe limit
+            [Limit::Probe, Limit::Probe, Limit::StreamIdle, Limit::Probe],
         ];
         let kinds = [
             FailureKind::FirstByteTimeout,
@@ -481,5 +514,54 @@ mod tests {
             Some(Duration::ZERO)
         );
         assert_eq!(parse_retry_after("soon"), None);
+    }
+
+    #[test]
+    fn no_output_token_ends_a_stream_that_only_pings_and_probes_are_bounded() {
+        let p = RequestPolicy::default();
+        let l = p.limits(RequestClass::Normal, 300, 1);
+        let t0 = Instant::now();
+        assert_eq!(l.no_token_deadline(None), None);
+        let last = t0 + Duration::from_secs(3);
+        assert_eq!(
+            l.no_token_deadline(Some(last)),
+            Some(
+                last + Duration::from_secs_f64(
+                    DEFAULT_STREAM_IDLE_TIMEOUT_S * NO_TOKEN_IDLE_FACTOR
+                )
+            )
+        );
+        assert!(
+            l.no_token_message().contains("no output token for 120 s"),
+            "{}",
+            l.no_token_message()
+        );
+        let off = RequestLimits {
+            idle: None,
+            ..l.clone()
+        };
+        assert_eq!(off.no_token_deadline(Some(last)), None);
+        // a probe without --request-timeout: probe + idle as a whole, named as the probe limit
+        let probe = p.limits(RequestClass::Probe, 300, 1);
+        assert_eq!(
+            probe.total,
+            Some(Duration::from_secs_f64(
+                DEFAULT_PROBE_TIMEOUT_S + DEFAULT_STREAM_IDLE_TIMEOUT_S
+            ))
+        );
+        assert_eq!(
+            probe.limit_of(FailureKind::RequestTimeout),
+            Some(Limit::Probe)
+        );
+        let set = RequestPolicy {
+            request: Some(Duration::from_secs(5)),
+            ..RequestPolicy::default()
+        };
+        let probe = set.limits(RequestClass::Probe, 300, 1);
+        assert_eq!(probe.total, Some(Duration::from_secs(5)));
+        assert_eq!(
+            probe.limit_of(FailureKind::RequestTimeout),
+            Some(Limit::Request)
+        );
     }
 }

@@ -64,6 +64,12 @@ pub enum Fault {
     UsageCountsDown,
     /// Token chunks whose usage.completion_tokens is negative (-5): no token count at all.
     UsageNegative,
+    /// One token, then an SSE comment (`: ping`) every 200 ms, never a second token or the end.
+    PingsAfterFirstToken,
+    /// An answer `Final answer: <the request's bearer key>`, three key characters per chunk.
+    EchoKeyInAnswer,
+    /// Token chunks without end whose usage stays at 1 (the count never passes max_tokens).
+    EndlessUsageStuck,
     /// This HTTP status (with an OpenAI error body) for every completion request.
     Status(u16),
     /// A healthy stream written all at once (one write: TTFT = E2E, no ITL).
@@ -480,6 +486,43 @@ fn serve(mut s: TcpStream, cfg: &Config, count: &AtomicUsize) -> std::io::Result
                 std::thread::sleep(Duration::from_millis(5));
             }
             finish(&mut s, prompt, 1)?;
+        }
+        Fault::EchoKeyInAnswer => {
+            sse_head(&mut s)?;
+            let key = req.auth.trim_start_matches("Bearer ").to_string();
+            let mut pieces: Vec<String> = vec!["Final answer: ".into()];
+            pieces.extend(
+                key.chars()
+                    .collect::<Vec<char>>()
+                    .chunks(3)
+                    .map(|c| c.iter().collect::<String>()),
+            );
+            for (k, piece) in pieces.iter().enumerate() {
+                event(
+                    &mut s,
+                    &serde_json::json!({"id": "x", "object": "chat.completion.chunk",
+                        "choices": [{"index": 0, "delta": {"content": piece}, "finish_reason": null}]})
+                    .to_string(),
+                )?;
+                let _ = k;
+                std::thread::sleep(Duration::from_millis(2));
+            }
+            finish(&mut s, prompt, pieces.len() as u64)?;
+        }
+        Fault::PingsAfterFirstToken => {
+            sse_head(&mut s)?;
+            token(&mut s, prompt, 1)?;
+            loop {
+                std::thread::sleep(Duration::from_millis(200));
+                chunk(&mut s, ": ping\n\n")?;
+            }
+        }
+        Fault::EndlessUsageStuck => {
+            sse_head(&mut s)?;
+            loop {
+                token(&mut s, prompt, 1)?;
+                std::thread::sleep(Duration::from_millis(2));
+            }
         }
         Fault::UsageNegative => {
             sse_head(&mut s)?;
