@@ -536,10 +536,7 @@ mod tests {
             "{}",
             l.no_token_message()
         );
-        let off = RequestLimits {
-            idle: None,
-            ..l.clone()
-        };
+        let off = RequestLimits { idle: None, ..l };
         assert_eq!(off.no_token_deadline(Some(last)), None);
         // a probe without --request-timeout: probe + idle as a whole, named as the probe limit
         let probe = p.limits(RequestClass::Probe, 300, 1);
