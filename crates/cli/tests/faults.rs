@@ -674,6 +674,23 @@ fn a_negative_completion_count_is_implausible_usage() {
 }
 
 #[test]
+fn usage_the_text_cannot_carry_is_flagged() {
+    // 60 tokens claimed per one-byte chunk, under the live usage bound: the cell is measured,
+    // warned as usage_implausible, and never accepted at publish (break-it round 3: `ok` at
+    // 2,922 tok/s as exact continuous usage)
+    let s = faulty::start(Config::new(Fault::InflatedUsage, 1));
+    let r = run(&s.url(), &["--max-tokens", "4096"], SHORT_LIMIT);
+    let c = r.cell();
+    let kinds = c["warning_kinds"].as_array().cloned().unwrap_or_default();
+    assert!(
+        kinds.iter().any(|k| k == "usage_implausible"),
+        "{c:#}\n{}",
+        r.dump()
+    );
+    validate(r.json.as_ref().unwrap());
+}
+
+#[test]
 fn tokens_with_usage_stuck_at_zero_are_not_no_output() {
     let s = faulty::start(Config::new(Fault::UsageZero, 1));
     let r = run(&s.url(), &[], SHORT_LIMIT);

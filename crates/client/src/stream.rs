@@ -113,6 +113,11 @@ pub struct StreamFacts {
     /// SSE events that arrived after `data: [DONE]` in the reads that were made (ignored: the
     /// response ended at `[DONE]`; the client stops reading there).
     pub events_after_done: u64,
+    /// Bytes of output text received (content and reasoning deltas), bytes.
+    pub text_bytes: u64,
+    /// Delta chunks of the stream: token-carrying events plus text-less delta chunks (the
+    /// count [`usage_bound`] uses).
+    pub delta_chunks: u64,
 }
 
 /// Text of a response, captured for task scoring.
@@ -508,6 +513,8 @@ impl<'h, 'a> Accounting<'h, 'a> {
                 long_gaps: self.long_gaps,
                 first_byte_at: self.first_byte_at,
                 events_after_done: self.after_done,
+                text_bytes: self.text_bytes,
+                delta_chunks: self.carry_events + self.empty_deltas,
                 ..Default::default()
             },
         }

@@ -799,6 +799,9 @@ impl SustainedRun {
                 one_read: o.record.first_token_at.is_some()
                     && o.record.first_token_at == o.record.last_token_at,
                 tps_per_user: o.record.output_tps_per_user(),
+                text_bytes: o.facts.text_bytes,
+                delta_chunks: o.facts.delta_chunks,
+                reasoning_tokens: o.record.reasoning_tokens,
             })
             .collect();
         findings.extend(check_stream_timing(&timings));

@@ -77,6 +77,34 @@ pub struct StreamTiming {
     pub one_read: bool,
     /// Decode rate seen by the request, tok/s (1 / ITL), when it has an ITL.
     pub tps_per_user: Option<f64>,
+    /// Bytes of output text the stream carried (content and reasoning).
+    pub text_bytes: u64,
+    /// Delta chunks of the stream (token events plus text-less delta chunks).
+    pub delta_chunks: u64,
+    /// Reasoning tokens the server reported (hidden reasoning carries no text).
+    pub reasoning_tokens: Option<u64>,
+}
+
+/// Most output tokens per byte of text a stream can carry before its count is flagged: a
+/// byte-level BPE token is at least one byte, so a real stream stays at or below 1 (a token
+/// without text — special, empty — comes as its own delta chunk and is allowed one each);
+/// twice that is the line ([`check_stream_timing`], `usage_implausible` warning).
+pub const MAX_TOKENS_PER_TEXT_BYTE: f64 = 2.0;
+
+/// Tokens a stream may count beyond its text and chunks (a stop string's tokens, whose text the
+/// server removes; special tokens merged into a text chunk).
+pub const UNBACKED_TOKEN_SLACK: u64 = 16;
+
+/// The request reported more output tokens than its stream can have carried:
+/// `output − reported reasoning > MAX_TOKENS_PER_TEXT_BYTE × text bytes + delta chunks +
+/// UNBACKED_TOKEN_SLACK`.
+fn unbacked(r: &StreamTiming) -> bool {
+    let visible = r
+        .output_tokens
+        .saturating_sub(r.reasoning_tokens.unwrap_or(0));
+    visible as f64
+        > MAX_TOKENS_PER_TEXT_BYTE * r.text_bytes as f64
+            + (r.delta_chunks + UNBACKED_TOKEN_SLACK) as f64
 }
 
 /// Checks of a cell's request timings: `single_write` and `implausible_speed` warnings (see
@@ -100,6 +128,25 @@ pub fn check_stream_timing(requests: &[StreamTiming]) -> Vec<Finding> {
                 "single_write: {} of {} requests received all their tokens (up to {most}) in one read (TTFT = E2E, no ITL): the server or a proxy buffers the stream, so TTFT, ITL and per-stream rates are not a stream's",
                 one.len(),
                 requests.len()
+            ),
+        });
+    }
+    let over: Vec<&StreamTiming> = requests
+        .iter()
+        .filter(|r| r.output_tokens >= SINGLE_WRITE_MIN_TOKENS && unbacked(r))
+        .collect();
+    if !over.is_empty() && 2 * over.len() >= eligible {
+        let worst = over.iter().max_by_key(|r| r.output_tokens).unwrap();
+        out.push(Finding {
+            kind: FailureKind::UsageImplausible,
+            invalid: false,
+            message: format!(
+                "usage_implausible: {} of {} requests reported more output tokens than their streams carried (up to {} tokens for {} bytes of text in {} chunks): the count is the server's claim, not what arrived",
+                over.len(),
+                requests.len(),
+                worst.output_tokens,
+                worst.text_bytes,
+                worst.delta_chunks
             ),
         });
     }
@@ -536,12 +583,72 @@ mod tests {
 mod stream_timing_tests {
     use super::*;
 
+    /// A stream whose text backs its 32 tokens (4 bytes each, one chunk each).
+    fn plain() -> StreamTiming {
+        StreamTiming {
+            output_tokens: 32,
+            text_bytes: 128,
+            delta_chunks: 32,
+            ..StreamTiming::default()
+        }
+    }
+
+    #[test]
+    fn usage_beyond_what_the_text_carried_is_flagged_at_the_line() {
+        // 97 one-byte chunks: the line is 2 × 97 + 97 + 16 = 307 tokens
+        let at_line = StreamTiming {
+            output_tokens: 307,
+            text_bytes: 97,
+            delta_chunks: 97,
+            ..StreamTiming::default()
+        };
+        assert!(check_stream_timing(&[at_line]).is_empty());
+        let over = StreamTiming {
+            output_tokens: 308,
+            ..at_line
+        };
+        let f = check_stream_timing(&[over]);
+        assert_eq!(
+            (f.len(), f[0].kind, f[0].invalid),
+            (1, FailureKind::UsageImplausible, false)
+        );
+        assert!(
+            f[0].message
+                .starts_with("usage_implausible: 1 of 1 requests reported more output tokens"),
+            "{}",
+            f[0].message
+        );
+        // the inflating server: ~60 tokens per one-byte chunk
+        let inflate = StreamTiming {
+            output_tokens: 5_800,
+            ..at_line
+        };
+        assert_eq!(check_stream_timing(&[inflate, inflate]).len(), 1);
+        // hidden reasoning the server reported explains tokens without text
+        let reasoning = StreamTiming {
+            reasoning_tokens: Some(5_600),
+            ..inflate
+        };
+        assert!(check_stream_timing(&[reasoning]).is_empty());
+        // text-less tokens each in their own chunk (vLLM's `content: ""`) are backed by chunks
+        let empty_text = StreamTiming {
+            output_tokens: 100,
+            text_bytes: 4,
+            delta_chunks: 100,
+            ..StreamTiming::default()
+        };
+        assert!(check_stream_timing(&[empty_text]).is_empty());
+        // a minority of unbacked requests is not flagged
+        assert!(check_stream_timing(&[plain(), plain(), over]).is_empty());
+    }
+
     #[test]
     fn one_read_streams_and_impossible_speeds_are_flagged() {
         let ok = StreamTiming {
             output_tokens: 32,
             one_read: false,
             tps_per_user: Some(180.0),
+            ..plain()
         };
         assert!(check_stream_timing(&[ok, ok]).is_empty());
         // a short answer in one read is not flagged
@@ -549,12 +656,14 @@ mod stream_timing_tests {
             output_tokens: 4,
             one_read: true,
             tps_per_user: None,
+            ..plain()
         };
         assert!(check_stream_timing(&[short]).is_empty());
         let buffered = StreamTiming {
             output_tokens: 32,
             one_read: true,
             tps_per_user: None,
+            ..plain()
         };
         // Half of the eligible requests in one read: flagged (a buffering server or proxy).
         let f = check_stream_timing(&[ok, buffered, short]);
@@ -572,6 +681,7 @@ mod stream_timing_tests {
             output_tokens: 32,
             one_read: false,
             tps_per_user: Some(5_001.0),
+            ..plain()
         };
         let f = check_stream_timing(&[fast]);
         assert_eq!(f.len(), 1);

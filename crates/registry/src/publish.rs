@@ -14,7 +14,7 @@
 //! | `not-run` | cell status `skipped_*` | `not-run` |
 //! | `infra-invalid` | cell status `error` | `infra-invalid` |
 //! | `cell-invalid` | cell status `invalid`, or no headline number | `measurement-invalid` |
-//! | `implausible` | a number outside physical bounds ([`crate::validate::bounds`]: TTFT < 1 ms, per-stream decode > 5,000 tok/s, …), or a cell warning `single_write` / `implausible_speed` from the run | `measurement-invalid` |
+//! | `implausible` | a number outside physical bounds ([`crate::validate::bounds`]: TTFT < 1 ms, per-stream decode > 5,000 tok/s, …), or a cell warning `single_write` / `implausible_speed` / `usage_implausible` from the run | `measurement-invalid` |
 //! | `client-lag` | `client_max_tick_lag_ms` > [`CLIENT_LAG_MAX_MS`] | `measurement-invalid` |
 //! | `server-disagrees` | the server's counter delta differs from the client's rate × the server's window by more than [`SERVER_AGREE_REL`] + [`SERVER_AGREE_TOKENS_PER_STREAM`] × C tokens, or a counter reset | `measurement-invalid` |
 //! | `cold-cache-hit` | a cold prefill row whose server reports cached prompt tokens | `measurement-invalid` |
@@ -602,21 +602,27 @@ fn rate_row(r: &RateRow, max_tokens: u64) -> RowBuild {
 
 /// The cell's own plausibility warnings that make its numbers untrustworthy (issue 17: flagged
 /// at measurement time by servebench-core's `plausibility`): `single_write`,
-/// `implausible_speed`. Their texts, joined.
+/// `implausible_speed`, `usage_implausible` (a count its stream's text cannot have carried).
+/// Their texts, joined.
 fn measured_implausible(c: &CellResult) -> Option<String> {
     use servebench_results::FailureKind as K;
     let flagged = |k: K| c.warning_kinds.contains(&k);
-    if !flagged(K::SingleWrite) && !flagged(K::ImplausibleSpeed) {
+    if !flagged(K::SingleWrite) && !flagged(K::ImplausibleSpeed) && !flagged(K::UsageImplausible) {
         return None;
     }
     let texts: Vec<&str> = c
         .warnings
         .iter()
         .map(String::as_str)
-        .filter(|w| w.starts_with("single_write:") || w.starts_with("implausible_speed:"))
+        .filter(|w| {
+            w.starts_with("single_write:")
+                || w.starts_with("implausible_speed:")
+                || w.starts_with("usage_implausible:")
+        })
         .collect();
     Some(if texts.is_empty() {
-        "the cell carries a single_write / implausible_speed warning".to_string()
+        "the cell carries a single_write / implausible_speed / usage_implausible warning"
+            .to_string()
     } else {
         texts.join("; ")
     })

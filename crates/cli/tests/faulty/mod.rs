@@ -68,6 +68,9 @@ pub enum Fault {
     PingsAfterFirstToken,
     /// An answer `Final answer: <the request's bearer key>`, three key characters per chunk.
     EchoKeyInAnswer,
+    /// 40 one-byte chunks whose continuous usage grows by 60 per chunk (2,400 tokens claimed for
+    /// 40 bytes of text).
+    InflatedUsage,
     /// Token chunks without end whose usage stays at 1 (the count never passes max_tokens).
     EndlessUsageStuck,
     /// This HTTP status (with an OpenAI error body) for every completion request.
@@ -486,6 +489,20 @@ fn serve(mut s: TcpStream, cfg: &Config, count: &AtomicUsize) -> std::io::Result
                 std::thread::sleep(Duration::from_millis(5));
             }
             finish(&mut s, prompt, 1)?;
+        }
+        Fault::InflatedUsage => {
+            sse_head(&mut s)?;
+            for k in 1..=40u64 {
+                event(
+                    &mut s,
+                    &format!(
+                        r#"{{"id":"x","object":"chat.completion.chunk","choices":[{{"index":0,"delta":{{"content":"a"}},"finish_reason":null}}],"usage":{{"prompt_tokens":{prompt},"completion_tokens":{}}}}}"#,
+                        60 * k
+                    ),
+                )?;
+                std::thread::sleep(Duration::from_millis(5));
+            }
+            finish(&mut s, prompt, 2400)?;
         }
         Fault::EchoKeyInAnswer => {
             sse_head(&mut s)?;
