@@ -134,44 +134,7 @@ pub async fn run(a: SelftestArgs) -> anyhow::Result<()> {
     if a.concurrency == 0 || a.duration.is_nan() || a.duration <= 0.0 {
         bail!("--concurrency and --duration must be > 0");
     }
-    let port = free_port()?;
-    let exe = std::env::current_exe().context("cannot find the servebench executable")?;
-    let child = Command::new(exe)
-        .args([
-            "sim",
-            "--port",
-            &port.to_string(),
-            "--max-batch",
-            &(a.concurrency * 2).to_string(),
-            "--tokens-per-chunk",
-            &a.tokens_per_chunk.to_string(),
-            "--decode-base-ms",
-            &a.decode_base_ms.to_string(),
-            "--decode-per-seq-ms",
-            "0",
-            "--decode-per-kctx-ms",
-            "0",
-        ])
-        .stdout(Stdio::null())
-        .stderr(Stdio::null())
-        .spawn()
-        .context("cannot start the simulator process")?;
-    let _guard = SimChild(child);
-    let url = format!("http://127.0.0.1:{port}");
-    let target = Target::from_url(&url, None, Endpoint::Chat)?;
-    let client = HttpClient::new(target)?;
-    let deadline = Instant::now() + Duration::from_secs(20);
-    while client
-        .get_text("/health", Duration::from_secs(1))
-        .await
-        .is_err()
-    {
-        if Instant::now() > deadline {
-            bail!("the simulator process did not start on {url}");
-        }
-        tokio::time::sleep(Duration::from_millis(100)).await;
-    }
-
+    let (_guard, client) = start_sim(&a).await?;
     let opts = RequestOptions {
         model: "servebench-sim".into(),
         endpoint: Endpoint::Chat,
@@ -181,46 +144,10 @@ pub async fn run(a: SelftestArgs) -> anyhow::Result<()> {
         continuous_usage: true,
     };
     let input = build_input(Endpoint::Chat, "[SELFTEST]", 0, false);
-    let settings = CellSettings {
-        path: Endpoint::Chat.path(),
-        duration: Duration::from_secs_f64(a.duration),
-        stable_window: Duration::from_secs(2),
-        max_tokens: a.max_tokens,
-        ignore_eos: true,
-    };
-    let job = CellJob {
-        spec: CellSpec {
-            concurrency: a.concurrency,
-            context: 0,
-        },
-        decode_body: streaming_payload(&opts, &input),
-        scout_body: None,
-        ready_timeout: Duration::from_secs(120),
-        index: 1,
-        total: 1,
-        warmup: false,
-        cold_run_id: None,
-        export: None,
-    };
+    let (settings, job) = cell_job(&a, streaming_payload(&opts, &input));
     let rss_start = resident_bytes();
     let stop = CancellationToken::new();
-    let rss_task = {
-        let stop = stop.clone();
-        tokio::spawn(async move {
-            let t0 = Instant::now();
-            let mut samples: Vec<(f64, u64)> = Vec::new();
-            loop {
-                if let Some(r) = resident_bytes() {
-                    samples.push((t0.elapsed().as_secs_f64(), r));
-                }
-                tokio::select! {
-                    _ = stop.cancelled() => break,
-                    _ = tokio::time::sleep(Duration::from_secs(1)) => {}
-                }
-            }
-            samples
-        })
-    };
+    let rss_task = sample_rss(stop.clone());
     let events = Arc::new(EventSink::new(None));
     let cpu0 = process_cpu_seconds();
     let t0 = Instant::now();
@@ -245,11 +172,126 @@ pub async fn run(a: SelftestArgs) -> anyhow::Result<()> {
             r.status_reason
         );
     }
+    let events_in_window = print_cell_report(&a, r, cpu_total, wall);
+    if a.baseline {
+        // The simulator emits C events per decode step whoever reads them, so the event rate of
+        // the measured cell applies to the floor run too.
+        let body = streaming_payload(&opts, &input);
+        let (cpu_floor, bytes_s) =
+            transport_floor(&client, body, a.concurrency, a.duration.min(15.0)).await?;
+        println!(
+            "  transport floor (read only)  {:.1} % of one core, {:.2} MB/s ≈ {:.1} µs per event",
+            cpu_floor * 100.0,
+            bytes_s / 1e6,
+            cpu_floor * 1e6 / events_in_window.max(1.0)
+        );
+    }
+    print_rss(rss_start, &rss);
+    Ok(())
+}
+
+/// Starts the simulator as a separate process on a free port (batch 2 × C, a flat decode step
+/// of `--decode-base-ms`) and waits up to 20 s for its `/health`; the guard kills it on drop.
+async fn start_sim(a: &SelftestArgs) -> anyhow::Result<(SimChild, HttpClient)> {
+    let port = free_port()?;
+    let exe = std::env::current_exe().context("cannot find the servebench executable")?;
+    let child = Command::new(exe)
+        .args([
+            "sim",
+            "--port",
+            &port.to_string(),
+            "--max-batch",
+            &(a.concurrency * 2).to_string(),
+            "--tokens-per-chunk",
+            &a.tokens_per_chunk.to_string(),
+            "--decode-base-ms",
+            &a.decode_base_ms.to_string(),
+            "--decode-per-seq-ms",
+            "0",
+            "--decode-per-kctx-ms",
+            "0",
+        ])
+        .stdout(Stdio::null())
+        .stderr(Stdio::null())
+        .spawn()
+        .context("cannot start the simulator process")?;
+    let guard = SimChild(child);
+    let url = format!("http://127.0.0.1:{port}");
+    let target = Target::from_url(&url, None, Endpoint::Chat)?;
+    let client = HttpClient::new(target)?;
+    let deadline = Instant::now() + Duration::from_secs(20);
+    while client
+        .get_text("/health", Duration::from_secs(1))
+        .await
+        .is_err()
+    {
+        if Instant::now() > deadline {
+            bail!("the simulator process did not start on {url}");
+        }
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+    Ok((guard, client))
+}
+
+/// The one sustained cell of the self-test: C streams, context 0, `--duration` seconds
+/// measured (2 s stable window), requests restarting after `--max-tokens`.
+fn cell_job(a: &SelftestArgs, decode_body: bytes::Bytes) -> (CellSettings, CellJob) {
+    let settings = CellSettings {
+        path: Endpoint::Chat.path(),
+        duration: Duration::from_secs_f64(a.duration),
+        stable_window: Duration::from_secs(2),
+        max_tokens: a.max_tokens,
+        ignore_eos: true,
+    };
+    let job = CellJob {
+        spec: CellSpec {
+            concurrency: a.concurrency,
+            context: 0,
+        },
+        decode_body,
+        scout_body: None,
+        ready_timeout: Duration::from_secs(120),
+        index: 1,
+        total: 1,
+        warmup: false,
+        cold_run_id: None,
+        export: None,
+    };
+    (settings, job)
+}
+
+/// Samples this process's resident memory once a second until `stop`: (seconds since start,
+/// bytes).
+fn sample_rss(stop: CancellationToken) -> tokio::task::JoinHandle<Vec<(f64, u64)>> {
+    tokio::spawn(async move {
+        let t0 = Instant::now();
+        let mut samples: Vec<(f64, u64)> = Vec::new();
+        loop {
+            if let Some(r) = resident_bytes() {
+                samples.push((t0.elapsed().as_secs_f64(), r));
+            }
+            tokio::select! {
+                _ = stop.cancelled() => break,
+                _ = tokio::time::sleep(Duration::from_secs(1)) => {}
+            }
+        }
+        samples
+    })
+}
+
+/// Prints the cell's figures: window (s), ingest rate (tok/s, events/s), client CPU (% of one
+/// core, per 10k tok/s, µs per event), whole-cell CPU (`cpu_total` s over `wall` s), tick lag
+/// and read delay (ms). Returns the SSE events per second in the window.
+fn print_cell_report(
+    a: &SelftestArgs,
+    r: &servebench_results::CellResult,
+    cpu_total: Option<f64>,
+    wall: f64,
+) -> f64 {
     let tps = r.aggregate_tps.unwrap_or(0.0);
     let events_in_window =
         r.client_token_events.unwrap_or(0) as f64 / r.measurement_seconds.unwrap_or(1.0);
     let cpu = r.client_cpu_util.unwrap_or(f64::NAN);
-    let mb = |b: u64| b as f64 / (1024.0 * 1024.0);
     println!("servebench selftest (client in this process, simulator in a separate process)");
     println!("  streams (C)                  {}", a.concurrency);
     println!("  tokens per SSE event         {}", a.tokens_per_chunk);
@@ -285,19 +327,13 @@ pub async fn run(a: SelftestArgs) -> anyhow::Result<()> {
             "  kernel → client read delay   avg {avg:.2} ms, max {max:.2} ms (timing uses kernel arrival times)"
         );
     }
-    if a.baseline {
-        // The simulator emits C events per decode step whoever reads them, so the event rate of
-        // the measured cell applies to the floor run too.
-        let body = streaming_payload(&opts, &input);
-        let (cpu_floor, bytes_s) =
-            transport_floor(&client, body, a.concurrency, a.duration.min(15.0)).await?;
-        println!(
-            "  transport floor (read only)  {:.1} % of one core, {:.2} MB/s ≈ {:.1} µs per event",
-            cpu_floor * 100.0,
-            bytes_s / 1e6,
-            cpu_floor * 1e6 / events_in_window.max(1.0)
-        );
-    }
+    events_in_window
+}
+
+/// Prints resident memory (MiB): at the start (`rss_start` bytes, else the first sample),
+/// after ramp-up (the 5th sample), at the end and the max, and about ten samples over time.
+fn print_rss(rss_start: Option<u64>, rss: &[(f64, u64)]) {
+    let mb = |b: u64| b as f64 / (1024.0 * 1024.0);
     if let (Some(first), Some(last)) = (rss.first(), rss.last()) {
         let max = rss.iter().map(|s| s.1).max().unwrap_or(0);
         println!(
@@ -314,5 +350,4 @@ pub async fn run(a: SelftestArgs) -> anyhow::Result<()> {
             .collect();
         println!("  RSS over time (MiB)          {}", series.join(" "));
     }
-    Ok(())
 }

@@ -466,8 +466,22 @@ fn run_line(r: &TaskRun) -> String {
 
 /// The plain-text report of a task run.
 pub fn render_report(r: &TaskResults, json_path: Option<String>) -> String {
-    let m = &r.metadata;
     let mut out = String::new();
+    report_header(&mut out, r);
+    report_levels(&mut out, r);
+    report_selection(&mut out, r);
+    report_failures(&mut out, r);
+    if let Some(p) = json_path {
+        let _ = writeln!(out, "\nResults JSON: {p}");
+    }
+    out
+}
+
+/// The report's head: model, server and engine; prompt source, items, max_tokens and score
+/// source (and whether the run was interrupted); the prefill scout (tokens, TTFT in s,
+/// prefill tok/s).
+fn report_header(out: &mut String, r: &TaskResults) {
+    let m = &r.metadata;
     let _ = writeln!(
         out,
         "servebench task — model {} on {} ({}{})",
@@ -511,7 +525,11 @@ pub fn render_report(r: &TaskResults, json_path: Option<String>) -> String {
                 .unwrap_or_default()
         );
     }
+}
 
+/// The concurrency-level table: per level, runs, ok runs, system and per-request tok/s,
+/// average completion tokens, accuracy, and whether it improved or was selected.
+fn report_levels(out: &mut String, r: &TaskResults) {
     let _ = writeln!(
         out,
         "\nConcurrency levels (system tok/s = completion tokens of ok runs / batch wall time; selection metric)"
@@ -549,7 +567,11 @@ pub fn render_report(r: &TaskResults, json_path: Option<String>) -> String {
             if l.selected { "<==" } else { "" }
         );
     }
+}
 
+/// The selected level's summary (or that nothing was selected), and the all-levels summary
+/// when there is more than one level or no selection.
+fn report_selection(out: &mut String, r: &TaskResults) {
     match (&r.selected_summary, r.selected_concurrency) {
         (Some(s), Some(c)) => {
             let _ = writeln!(
@@ -564,7 +586,7 @@ pub fn render_report(r: &TaskResults, json_path: Option<String>) -> String {
                     String::new()
                 }
             );
-            summary_block(&mut out, s);
+            summary_block(out, s);
         }
         _ => {
             let _ = writeln!(out, "\nNo level produced tokens: nothing selected.");
@@ -577,9 +599,13 @@ pub fn render_report(r: &TaskResults, json_path: Option<String>) -> String {
             "\nAll levels: {} runs, {} ok, {} errors",
             s.attempted, s.completed, s.errors
         );
-        summary_block(&mut out, s);
+        summary_block(out, s);
     }
+}
 
+/// The failed requests (count and the first error, cancelled runs left out) and the wrong
+/// answers table (the first [`WRONG_SHOWN`]).
+fn report_failures(out: &mut String, r: &TaskResults) {
     let errors: Vec<&TaskRun> = r
         .runs
         .iter()
@@ -614,8 +640,4 @@ pub fn render_report(r: &TaskResults, json_path: Option<String>) -> String {
             let _ = writeln!(out, "{}", run_line(w));
         }
     }
-    if let Some(p) = json_path {
-        let _ = writeln!(out, "\nResults JSON: {p}");
-    }
-    out
 }

@@ -375,17 +375,27 @@ pub fn summarize(
     );
     let gpu_count = inside.iter().map(|s| s.gpus.len()).max().unwrap_or(0);
     m.insert("gpu_count".into(), json!(gpu_count));
+    put_cpu(&mut m, &inside);
+    if gpu_count > 0 {
+        put_gpu_aggregates(&mut m, &inside);
+        put_per_gpu(&mut m, &inside);
+    }
+    put_energy(&mut m, energy, output_tokens, gpu_count);
+    m
+}
 
-    // CPU.
+/// CPU: utilisation average and max (%), average frequency (MHz), the hottest sensor (°C) and
+/// each sensor's max (`cpu_temps_max_c`).
+fn put_cpu(m: &mut Map<String, Value>, inside: &[&Snapshot]) {
     let cpu_util: Vec<f64> = inside.iter().filter_map(|s| s.cpu.util_pct).collect();
     let cpu_freq: Vec<f64> = inside.iter().filter_map(|s| s.cpu.freq_mhz).collect();
     let cpu_temp: Vec<f64> = inside.iter().filter_map(|s| s.cpu.temp_max_c()).collect();
-    put(&mut m, "cpu_util_avg_pct", mean(&cpu_util));
-    put(&mut m, "cpu_util_max_pct", max(&cpu_util));
-    put(&mut m, "cpu_freq_avg_mhz", mean(&cpu_freq));
-    put(&mut m, "cpu_temp_max_c", max(&cpu_temp));
+    put(m, "cpu_util_avg_pct", mean(&cpu_util));
+    put(m, "cpu_util_max_pct", max(&cpu_util));
+    put(m, "cpu_freq_avg_mhz", mean(&cpu_freq));
+    put(m, "cpu_temp_max_c", max(&cpu_temp));
     let mut cpu_temps: BTreeMap<String, f64> = BTreeMap::new();
-    for s in &inside {
+    for s in inside {
         for (k, v) in &s.cpu.temps_c {
             let e = cpu_temps.entry(k.clone()).or_insert(*v);
             *e = e.max(*v);
@@ -395,150 +405,184 @@ pub fn summarize(
         "cpu_temps_max_c".into(),
         Value::Object(cpu_temps.into_iter().map(|(k, v)| (k, r2(v))).collect()),
     );
+}
 
-    // Per-snapshot aggregates over GPUs (seed: avg and max over GPUs, totals summed).
-    let per = |f: fn(&GpuSample) -> Option<f64>| -> Vec<Vec<f64>> {
-        inside
-            .iter()
-            .map(|s| s.gpus.iter().filter_map(f).collect::<Vec<f64>>())
-            .filter(|v| !v.is_empty())
-            .collect()
-    };
-    let avg_of = |v: &[Vec<f64>]| mean(&v.iter().filter_map(|x| mean(x)).collect::<Vec<_>>());
-    let max_of = |v: &[Vec<f64>]| max(&v.iter().filter_map(|x| max(x)).collect::<Vec<_>>());
-    let totals = |v: &[Vec<f64>]| {
-        v.iter()
-            .map(|x| x.iter().sum::<f64>())
-            .collect::<Vec<f64>>()
-    };
-    if gpu_count > 0 {
-        let util = per(|g| g.util_pct);
-        let mem = per(|g| g.mem_util_pct);
-        let temp = per(|g| g.temp_c);
-        put(&mut m, "gpu_util_avg_pct", avg_of(&util));
-        put(&mut m, "gpu_util_max_pct", max_of(&util));
-        put(&mut m, "mem_util_avg_pct", avg_of(&mem));
-        put(&mut m, "mem_util_max_pct", max_of(&mem));
-        put(&mut m, "temp_avg_c", avg_of(&temp));
-        put(&mut m, "temp_max_c", max_of(&temp));
-        let power: Vec<f64> = inside.iter().filter_map(|s| s.power_total_w()).collect();
-        put(&mut m, "power_total_avg_w", mean(&power));
-        put(&mut m, "power_total_max_w", max(&power));
-        let limit = totals(&per(|g| g.power_limit_w));
-        put(&mut m, "power_limit_total_w", max(&limit));
-        let used = totals(&per(|g| g.vram_used_mb));
-        let total = totals(&per(|g| g.vram_total_mb));
-        put(&mut m, "vram_used_avg_mb", mean(&used));
-        put(&mut m, "vram_used_max_mb", max(&used));
-        put(&mut m, "vram_total_mb", max(&total));
-        let pct: Vec<f64> = inside
-            .iter()
-            .filter_map(|s| {
-                let u: Option<f64> = s.gpus.iter().map(|g| g.vram_used_mb).sum();
-                let t: Option<f64> = s.gpus.iter().map(|g| g.vram_total_mb).sum();
-                match (u, t) {
-                    (Some(u), Some(t)) if t > 0.0 => Some(u / t * 100.0),
-                    _ => None,
-                }
-            })
-            .collect();
-        put(&mut m, "vram_used_avg_pct", mean(&pct));
-        put(&mut m, "vram_used_max_pct", max(&pct));
-        let rx = totals(&per(|g| g.pcie_rx_mb_s));
-        let tx = totals(&per(|g| g.pcie_tx_mb_s));
-        put(&mut m, "pcie_rx_avg_mb_s", mean(&rx));
-        put(&mut m, "pcie_rx_max_mb_s", max(&rx));
-        put(&mut m, "pcie_tx_avg_mb_s", mean(&tx));
-        put(&mut m, "pcie_tx_max_mb_s", max(&tx));
-        let sm = per(|g| g.sm_clock_mhz);
-        put(&mut m, "sm_clock_avg_mhz", avg_of(&sm));
-        put(
-            &mut m,
-            "sm_clock_min_mhz",
-            min(&sm.iter().filter_map(|x| min(x)).collect::<Vec<_>>()),
-        );
+/// One GPU field per snapshot: the values of the snapshot's GPUs that report it, snapshots
+/// where none does left out.
+fn per_snapshot(inside: &[&Snapshot], f: fn(&GpuSample) -> Option<f64>) -> Vec<Vec<f64>> {
+    inside
+        .iter()
+        .map(|s| s.gpus.iter().filter_map(f).collect::<Vec<f64>>())
+        .filter(|v| !v.is_empty())
+        .collect()
+}
 
-        // Per GPU.
-        let mut indices: Vec<u32> = inside
-            .iter()
-            .flat_map(|s| s.gpus.iter().map(|g| g.index))
-            .collect();
-        indices.sort_unstable();
-        indices.dedup();
-        let mut gpus = Vec::new();
-        let mut limiting: Vec<String> = Vec::new();
-        for i in indices {
-            let gs: Vec<&GpuSample> = inside
-                .iter()
-                .filter_map(|s| s.gpus.iter().find(|g| g.index == i))
-                .collect();
-            let col = |f: fn(&GpuSample) -> Option<f64>| {
-                gs.iter().filter_map(|g| f(g)).collect::<Vec<f64>>()
-            };
-            let mut g = Map::new();
-            g.insert("index".into(), json!(i));
-            g.insert("name".into(), json!(gs.iter().find_map(|g| g.name.clone())));
-            g.insert("uuid".into(), json!(gs.iter().find_map(|g| g.uuid.clone())));
-            g.insert("samples".into(), json!(gs.len()));
-            put(&mut g, "util_avg_pct", mean(&col(|g| g.util_pct)));
-            put(&mut g, "util_max_pct", max(&col(|g| g.util_pct)));
-            put(&mut g, "mem_util_avg_pct", mean(&col(|g| g.mem_util_pct)));
-            put(&mut g, "vram_used_max_mb", max(&col(|g| g.vram_used_mb)));
-            put(&mut g, "vram_total_mb", max(&col(|g| g.vram_total_mb)));
-            put(&mut g, "power_avg_w", mean(&col(|g| g.power_w)));
-            put(&mut g, "power_max_w", max(&col(|g| g.power_w)));
-            put(&mut g, "power_limit_w", max(&col(|g| g.power_limit_w)));
-            put(&mut g, "sm_clock_avg_mhz", mean(&col(|g| g.sm_clock_mhz)));
-            put(&mut g, "sm_clock_min_mhz", min(&col(|g| g.sm_clock_mhz)));
-            put(&mut g, "sm_clock_max_mhz", max(&col(|g| g.sm_clock_mhz)));
-            put(&mut g, "mem_clock_avg_mhz", mean(&col(|g| g.mem_clock_mhz)));
-            put(&mut g, "temp_avg_c", mean(&col(|g| g.temp_c)));
-            put(&mut g, "temp_max_c", max(&col(|g| g.temp_c)));
-            put(&mut g, "pcie_gen_min", min(&col(|g| g.pcie_gen)));
-            put(&mut g, "pcie_gen_max", max(&col(|g| g.pcie_gen)));
-            put(&mut g, "pcie_width_min", min(&col(|g| g.pcie_width)));
-            put(&mut g, "pcie_width_max", max(&col(|g| g.pcie_width)));
-            put(&mut g, "pcie_rx_avg_mb_s", mean(&col(|g| g.pcie_rx_mb_s)));
-            put(&mut g, "pcie_tx_avg_mb_s", mean(&col(|g| g.pcie_tx_mb_s)));
-            // Throttle reasons: share of this GPU's samples (with reasons reported) in which
-            // each reason was active.
-            let reported: Vec<&Vec<String>> = gs
-                .iter()
-                .filter_map(|g| g.throttle_reasons.as_ref())
-                .collect();
-            if reported.is_empty() {
-                g.insert("throttle_reasons".into(), Value::Null);
-            } else {
-                let mut counts: BTreeMap<&str, usize> = BTreeMap::new();
-                for r in &reported {
-                    for x in r.iter() {
-                        *counts.entry(x.as_str()).or_default() += 1;
-                    }
-                }
-                let n = reported.len() as f64;
-                for k in counts.keys() {
-                    if LIMITING_REASONS.contains(k) && !limiting.iter().any(|l| l == k) {
-                        limiting.push(k.to_string());
-                    }
-                }
-                g.insert(
-                    "throttle_reasons".into(),
-                    Value::Object(
-                        counts
-                            .into_iter()
-                            .map(|(k, c)| (k.to_string(), json!(round(c as f64 / n, 3))))
-                            .collect(),
-                    ),
-                );
+/// Mean over snapshots of the mean over GPUs.
+fn avg_of(v: &[Vec<f64>]) -> Option<f64> {
+    mean(&v.iter().filter_map(|x| mean(x)).collect::<Vec<_>>())
+}
+
+/// Max over snapshots of the max over GPUs.
+fn max_of(v: &[Vec<f64>]) -> Option<f64> {
+    max(&v.iter().filter_map(|x| max(x)).collect::<Vec<_>>())
+}
+
+/// Per snapshot, the sum over GPUs.
+fn totals(v: &[Vec<f64>]) -> Vec<f64> {
+    v.iter()
+        .map(|x| x.iter().sum::<f64>())
+        .collect::<Vec<f64>>()
+}
+
+/// Aggregates over GPUs per snapshot (seed: avg and max over GPUs, totals summed):
+/// utilisation (%), temperature (°C), power and its limit (W), VRAM (MB and %), PCIe
+/// throughput (MB/s) and SM clock (MHz).
+fn put_gpu_aggregates(m: &mut Map<String, Value>, inside: &[&Snapshot]) {
+    let per = |f: fn(&GpuSample) -> Option<f64>| per_snapshot(inside, f);
+    let util = per(|g| g.util_pct);
+    let mem = per(|g| g.mem_util_pct);
+    let temp = per(|g| g.temp_c);
+    put(m, "gpu_util_avg_pct", avg_of(&util));
+    put(m, "gpu_util_max_pct", max_of(&util));
+    put(m, "mem_util_avg_pct", avg_of(&mem));
+    put(m, "mem_util_max_pct", max_of(&mem));
+    put(m, "temp_avg_c", avg_of(&temp));
+    put(m, "temp_max_c", max_of(&temp));
+    let power: Vec<f64> = inside.iter().filter_map(|s| s.power_total_w()).collect();
+    put(m, "power_total_avg_w", mean(&power));
+    put(m, "power_total_max_w", max(&power));
+    let limit = totals(&per(|g| g.power_limit_w));
+    put(m, "power_limit_total_w", max(&limit));
+    let used = totals(&per(|g| g.vram_used_mb));
+    let total = totals(&per(|g| g.vram_total_mb));
+    put(m, "vram_used_avg_mb", mean(&used));
+    put(m, "vram_used_max_mb", max(&used));
+    put(m, "vram_total_mb", max(&total));
+    let pct: Vec<f64> = inside
+        .iter()
+        .filter_map(|s| {
+            let u: Option<f64> = s.gpus.iter().map(|g| g.vram_used_mb).sum();
+            let t: Option<f64> = s.gpus.iter().map(|g| g.vram_total_mb).sum();
+            match (u, t) {
+                (Some(u), Some(t)) if t > 0.0 => Some(u / t * 100.0),
+                _ => None,
             }
-            gpus.push(Value::Object(g));
-        }
-        limiting.sort();
-        m.insert("throttle_limiting_reasons".into(), json!(limiting));
-        m.insert("gpus".into(), Value::Array(gpus));
-    }
+        })
+        .collect();
+    put(m, "vram_used_avg_pct", mean(&pct));
+    put(m, "vram_used_max_pct", max(&pct));
+    let rx = totals(&per(|g| g.pcie_rx_mb_s));
+    let tx = totals(&per(|g| g.pcie_tx_mb_s));
+    put(m, "pcie_rx_avg_mb_s", mean(&rx));
+    put(m, "pcie_rx_max_mb_s", max(&rx));
+    put(m, "pcie_tx_avg_mb_s", mean(&tx));
+    put(m, "pcie_tx_max_mb_s", max(&tx));
+    let sm = per(|g| g.sm_clock_mhz);
+    put(m, "sm_clock_avg_mhz", avg_of(&sm));
+    put(
+        m,
+        "sm_clock_min_mhz",
+        min(&sm.iter().filter_map(|x| min(x)).collect::<Vec<_>>()),
+    );
+}
 
-    // Energy.
+/// `gpus` (one summary per GPU index, in index order) and `throttle_limiting_reasons` (the
+/// [`LIMITING_REASONS`] any GPU reported, sorted).
+fn put_per_gpu(m: &mut Map<String, Value>, inside: &[&Snapshot]) {
+    let mut indices: Vec<u32> = inside
+        .iter()
+        .flat_map(|s| s.gpus.iter().map(|g| g.index))
+        .collect();
+    indices.sort_unstable();
+    indices.dedup();
+    let mut gpus = Vec::new();
+    let mut limiting: Vec<String> = Vec::new();
+    for i in indices {
+        let gs: Vec<&GpuSample> = inside
+            .iter()
+            .filter_map(|s| s.gpus.iter().find(|g| g.index == i))
+            .collect();
+        gpus.push(gpu_summary(i, &gs, &mut limiting));
+    }
+    limiting.sort();
+    m.insert("throttle_limiting_reasons".into(), json!(limiting));
+    m.insert("gpus".into(), Value::Array(gpus));
+}
+
+/// One GPU's summary over its samples `gs`: identity, utilisation (%), VRAM (MB), power (W),
+/// clocks (MHz), temperature (°C), PCIe link and throughput (MB/s) and throttle-reason shares;
+/// limiting reasons it reported are added to `limiting` (once each).
+fn gpu_summary(i: u32, gs: &[&GpuSample], limiting: &mut Vec<String>) -> Value {
+    let col =
+        |f: fn(&GpuSample) -> Option<f64>| gs.iter().filter_map(|g| f(g)).collect::<Vec<f64>>();
+    let mut g = Map::new();
+    g.insert("index".into(), json!(i));
+    g.insert("name".into(), json!(gs.iter().find_map(|g| g.name.clone())));
+    g.insert("uuid".into(), json!(gs.iter().find_map(|g| g.uuid.clone())));
+    g.insert("samples".into(), json!(gs.len()));
+    put(&mut g, "util_avg_pct", mean(&col(|g| g.util_pct)));
+    put(&mut g, "util_max_pct", max(&col(|g| g.util_pct)));
+    put(&mut g, "mem_util_avg_pct", mean(&col(|g| g.mem_util_pct)));
+    put(&mut g, "vram_used_max_mb", max(&col(|g| g.vram_used_mb)));
+    put(&mut g, "vram_total_mb", max(&col(|g| g.vram_total_mb)));
+    put(&mut g, "power_avg_w", mean(&col(|g| g.power_w)));
+    put(&mut g, "power_max_w", max(&col(|g| g.power_w)));
+    put(&mut g, "power_limit_w", max(&col(|g| g.power_limit_w)));
+    put(&mut g, "sm_clock_avg_mhz", mean(&col(|g| g.sm_clock_mhz)));
+    put(&mut g, "sm_clock_min_mhz", min(&col(|g| g.sm_clock_mhz)));
+    put(&mut g, "sm_clock_max_mhz", max(&col(|g| g.sm_clock_mhz)));
+    put(&mut g, "mem_clock_avg_mhz", mean(&col(|g| g.mem_clock_mhz)));
+    put(&mut g, "temp_avg_c", mean(&col(|g| g.temp_c)));
+    put(&mut g, "temp_max_c", max(&col(|g| g.temp_c)));
+    put(&mut g, "pcie_gen_min", min(&col(|g| g.pcie_gen)));
+    put(&mut g, "pcie_gen_max", max(&col(|g| g.pcie_gen)));
+    put(&mut g, "pcie_width_min", min(&col(|g| g.pcie_width)));
+    put(&mut g, "pcie_width_max", max(&col(|g| g.pcie_width)));
+    put(&mut g, "pcie_rx_avg_mb_s", mean(&col(|g| g.pcie_rx_mb_s)));
+    put(&mut g, "pcie_tx_avg_mb_s", mean(&col(|g| g.pcie_tx_mb_s)));
+    g.insert("throttle_reasons".into(), throttle_shares(gs, limiting));
+    Value::Object(g)
+}
+
+/// Throttle reasons: share (0–1, 3 decimals) of this GPU's samples (with reasons reported) in
+/// which each reason was active; null when no sample reported reasons. Limiting reasons seen
+/// are added to `limiting`.
+fn throttle_shares(gs: &[&GpuSample], limiting: &mut Vec<String>) -> Value {
+    let reported: Vec<&Vec<String>> = gs
+        .iter()
+        .filter_map(|g| g.throttle_reasons.as_ref())
+        .collect();
+    if reported.is_empty() {
+        return Value::Null;
+    }
+    let mut counts: BTreeMap<&str, usize> = BTreeMap::new();
+    for r in &reported {
+        for x in r.iter() {
+            *counts.entry(x.as_str()).or_default() += 1;
+        }
+    }
+    let n = reported.len() as f64;
+    for k in counts.keys() {
+        if LIMITING_REASONS.contains(k) && !limiting.iter().any(|l| l == k) {
+            limiting.push(k.to_string());
+        }
+    }
+    Value::Object(
+        counts
+            .into_iter()
+            .map(|(k, c)| (k.to_string(), json!(round(c as f64 / n, 3))))
+            .collect(),
+    )
+}
+
+/// Energy: joules over the window and per output token (J), or nulls with the reason
+/// (`energy_note`, when there are GPUs); `energy_output_tokens` when the count is known.
+fn put_energy(
+    m: &mut Map<String, Value>,
+    energy: Result<f64, String>,
+    output_tokens: Option<u64>,
+    gpu_count: usize,
+) {
     match energy {
         Ok(e) => {
             m.insert("energy_joules".into(), json!(round(e, 3)));
@@ -561,7 +605,6 @@ pub fn summarize(
     if let Some(t) = output_tokens {
         m.insert("energy_output_tokens".into(), json!(t));
     }
-    m
 }
 
 #[cfg(test)]

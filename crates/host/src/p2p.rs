@@ -171,36 +171,99 @@ pub fn check(paths: &P2pPaths) -> Map<String, Value> {
         .map(|(_, v)| v.clone())
         .unwrap_or_default();
     let dwords = parse_registry_dwords(&registry_dwords);
+    let rt = compare_runtime(&dwords, &params);
+    let effective = params_available && rt.missing.is_empty() && rt.mismatched.is_empty();
+    let mp = scan_modprobe(&paths.modprobe_dir);
+    let (status, summary) = status_and_summary(paths, params_available, effective, &rt);
 
-    let mut runtime = Map::new();
-    let mut expected = Map::new();
-    let mut missing: Vec<Value> = Vec::new();
-    let mut mismatched = Map::new();
+    let v = json!({
+        "status": status,
+        "effective": effective,
+        "configured": mp.configured,
+        "params_path": paths.params.display().to_string(),
+        "params_available": params_available,
+        "modprobe_path": mp.path.display().to_string(),
+        "modprobe_available": mp.available,
+        "modprobe_files": mp.files,
+        "runtime": rt.runtime,
+        "expected": rt.expected,
+        "missing": rt.missing,
+        "mismatched": rt.mismatched,
+        "registry_dwords": registry_dwords,
+        "comparison": "numeric when both values parse as integers (0x11 == 17), else case-insensitive text",
+        "suggested_modprobe_line": suggested_modprobe_line(),
+        "suggested_reload": "stop GPU workloads, then reload NVIDIA modules or reboot; the modprobe file alone is not enough until the nvidia module is reloaded",
+        "summary": summary,
+    });
+    match v {
+        Value::Object(m) => m,
+        _ => Map::new(),
+    }
+}
+
+/// The runtime parameters against [`EXPECTED`] (the `check` object's `runtime`, `expected`,
+/// `missing` and `mismatched`).
+struct RuntimeCheck {
+    /// Every expected key and [`REPORTED_ONLY`] → its runtime value (null when absent).
+    runtime: Map<String, Value>,
+    /// Expected key → expected value.
+    expected: Map<String, Value>,
+    /// Expected keys the runtime does not set.
+    missing: Vec<Value>,
+    /// Key → `{expected, actual}` where the runtime value differs.
+    mismatched: Map<String, Value>,
+}
+
+/// Compares the runtime values (RegistryDwords first, then the plain params) with
+/// [`EXPECTED`].
+fn compare_runtime(dwords: &[(String, String)], params: &[(String, String)]) -> RuntimeCheck {
+    let mut rt = RuntimeCheck {
+        runtime: Map::new(),
+        expected: Map::new(),
+        missing: Vec::new(),
+        mismatched: Map::new(),
+    };
     for (k, want) in EXPECTED {
-        expected.insert(k.into(), want.into());
-        match lookup(&dwords, &params, k) {
+        rt.expected.insert(k.into(), want.into());
+        match lookup(dwords, params, k) {
             Some(v) => {
-                runtime.insert(k.into(), v.into());
+                rt.runtime.insert(k.into(), v.into());
                 if !same_value(v, want) {
-                    mismatched.insert(k.into(), json!({"expected": want, "actual": v}));
+                    rt.mismatched
+                        .insert(k.into(), json!({"expected": want, "actual": v}));
                 }
             }
             None => {
-                runtime.insert(k.into(), Value::Null);
-                missing.push(k.into());
+                rt.runtime.insert(k.into(), Value::Null);
+                rt.missing.push(k.into());
             }
         }
     }
-    runtime.insert(
+    rt.runtime.insert(
         REPORTED_ONLY.into(),
-        lookup(&dwords, &params, REPORTED_ONLY)
+        lookup(dwords, params, REPORTED_ONLY)
             .map(|v| Value::String(v.into()))
             .unwrap_or(Value::Null),
     );
-    let effective = params_available && missing.is_empty() && mismatched.is_empty();
+    rt
+}
 
-    // modprobe: every *.conf in the folder, sorted; configured = some file sets every key.
-    let mut files: Vec<PathBuf> = std::fs::read_dir(&paths.modprobe_dir)
+/// What the modprobe folder says (the `check` object's `modprobe_*` and `configured`).
+struct ModprobeScan {
+    /// The file that sets `ForceP2P`, else the first with nvidia settings, else
+    /// [`DEFAULT_MODPROBE_FILE`] in the folder.
+    path: PathBuf,
+    /// Some file has nvidia settings.
+    available: bool,
+    /// The settings, later files overriding earlier ones, set every expected key.
+    configured: bool,
+    /// Every `*.conf` read, as display strings.
+    files: Vec<Value>,
+}
+
+/// Reads every `*.conf` in `dir`, sorted; configured = the merged settings set every key.
+fn scan_modprobe(dir: &Path) -> ModprobeScan {
+    let mut files: Vec<PathBuf> = std::fs::read_dir(dir)
         .map(|d| {
             d.flatten()
                 .map(|e| e.path())
@@ -209,24 +272,26 @@ pub fn check(paths: &P2pPaths) -> Map<String, Value> {
         })
         .unwrap_or_default();
     files.sort();
-    let mut modprobe_path = paths.modprobe_dir.join(DEFAULT_MODPROBE_FILE);
-    let mut modprobe_available = false;
-    let mut configured = false;
-    let mut read_files = Vec::new();
+    let mut scan = ModprobeScan {
+        path: dir.join(DEFAULT_MODPROBE_FILE),
+        available: false,
+        configured: false,
+        files: Vec::new(),
+    };
     let mut all_settings: Vec<(String, String)> = Vec::new();
     for f in &files {
         let Ok(text) = std::fs::read_to_string(f) else {
             continue;
         };
-        read_files.push(Value::String(f.display().to_string()));
+        scan.files.push(Value::String(f.display().to_string()));
         let settings = parse_modprobe(&text);
         if settings.is_empty() {
             continue;
         }
         all_settings.extend(settings);
-        if !modprobe_available {
-            modprobe_path = f.clone();
-            modprobe_available = true;
+        if !scan.available {
+            scan.path = f.clone();
+            scan.available = true;
         }
     }
     if !all_settings.is_empty() {
@@ -238,7 +303,7 @@ pub fn check(paths: &P2pPaths) -> Map<String, Value> {
                 .find(|(k, _)| k == key)
                 .map(|(_, v)| v.clone())
         };
-        configured = EXPECTED
+        scan.configured = EXPECTED
             .iter()
             .all(|(k, want)| last(k).is_some_and(|v| same_value(&v, want)));
         if let Some(f) = files.iter().find(|f| {
@@ -246,73 +311,60 @@ pub fn check(paths: &P2pPaths) -> Map<String, Value> {
                 .map(|t| parse_modprobe(&t).iter().any(|(k, _)| k == "ForceP2P"))
                 .unwrap_or(false)
         }) {
-            modprobe_path = f.clone();
+            scan.path = f.clone();
         }
     }
+    scan
+}
 
-    let (status, summary) = if !params_available {
-        (
+/// `status` and `summary`: `unknown` when the params are not readable, `effective`, or
+/// `not_effective` listing the missing and mismatched keys.
+fn status_and_summary(
+    paths: &P2pPaths,
+    params_available: bool,
+    effective: bool,
+    rt: &RuntimeCheck,
+) -> (&'static str, String) {
+    if !params_available {
+        return (
             "unknown",
             format!("unknown: {} is not readable", paths.params.display()),
-        )
-    } else if effective {
-        (
+        );
+    }
+    if effective {
+        return (
             "effective",
             "enabled: runtime NVIDIA P2P override matches expected RegistryDwords".to_string(),
-        )
-    } else {
-        let miss: Vec<&str> = missing.iter().filter_map(|v| v.as_str()).collect();
-        let mis: Vec<String> = mismatched
-            .iter()
-            .map(|(k, v)| {
-                format!(
-                    "{k}={} (expected {})",
-                    v["actual"].as_str().unwrap_or(""),
-                    v["expected"].as_str().unwrap_or("")
-                )
-            })
-            .collect();
-        (
-            "not_effective",
-            format!(
-                "not effective: missing={}; mismatched={}",
-                if miss.is_empty() {
-                    "none".into()
-                } else {
-                    miss.join(",")
-                },
-                if mis.is_empty() {
-                    "none".into()
-                } else {
-                    mis.join(",")
-                }
-            ),
-        )
-    };
-
-    let v = json!({
-        "status": status,
-        "effective": effective,
-        "configured": configured,
-        "params_path": paths.params.display().to_string(),
-        "params_available": params_available,
-        "modprobe_path": modprobe_path.display().to_string(),
-        "modprobe_available": modprobe_available,
-        "modprobe_files": read_files,
-        "runtime": runtime,
-        "expected": expected,
-        "missing": missing,
-        "mismatched": mismatched,
-        "registry_dwords": registry_dwords,
-        "comparison": "numeric when both values parse as integers (0x11 == 17), else case-insensitive text",
-        "suggested_modprobe_line": suggested_modprobe_line(),
-        "suggested_reload": "stop GPU workloads, then reload NVIDIA modules or reboot; the modprobe file alone is not enough until the nvidia module is reloaded",
-        "summary": summary,
-    });
-    match v {
-        Value::Object(m) => m,
-        _ => Map::new(),
+        );
     }
+    let miss: Vec<&str> = rt.missing.iter().filter_map(|v| v.as_str()).collect();
+    let mis: Vec<String> = rt
+        .mismatched
+        .iter()
+        .map(|(k, v)| {
+            format!(
+                "{k}={} (expected {})",
+                v["actual"].as_str().unwrap_or(""),
+                v["expected"].as_str().unwrap_or("")
+            )
+        })
+        .collect();
+    (
+        "not_effective",
+        format!(
+            "not effective: missing={}; mismatched={}",
+            if miss.is_empty() {
+                "none".into()
+            } else {
+                miss.join(",")
+            },
+            if mis.is_empty() {
+                "none".into()
+            } else {
+                mis.join(",")
+            }
+        ),
+    )
 }
 
 fn read_limited(p: &Path) -> Option<String> {

@@ -900,112 +900,18 @@ pub fn publish(
     raw: &Value,
     opts: &PublishOptions,
 ) -> Result<PublishOutcome, PublishError> {
-    let results: Results = serde_json::from_value(raw.clone())
-        .map_err(|e| PublishError::Refused(format!("not a servebench results file: {e}")))?;
-    if !raw.get("metadata").is_some_and(Value::is_object)
-        || !raw.get("results").is_some_and(Value::is_array)
-    {
-        return Err(PublishError::Refused(
-            "not a servebench results file: no `metadata` object and `results` list".into(),
-        ));
-    }
-    for (flag, c, id) in [
-        ("--recipe", Collection::Recipe, Some(&opts.recipe_id)),
-        ("--sweep-id", Collection::SpeedSweep, opts.sweep_id.as_ref()),
-        ("--baseline", Collection::SpeedSweep, opts.baseline.as_ref()),
-        (
-            "--hardware",
-            Collection::Hardware,
-            opts.hardware_id.as_ref(),
-        ),
-        (
-            "--model-instance",
-            Collection::ModelInstance,
-            opts.model_instance_id.as_ref(),
-        ),
-    ] {
-        if let Some(id) = id.filter(|id| !is_valid_id(c, id)) {
-            return Err(PublishError::Usage(format!(
-                "{flag} {id:?} is not a {c} id ({})",
-                c.id_grammar()
-            )));
-        }
-    }
-    // Numbers no server can have produced, and timestamps that do not parse, are refused
-    // before anything is built (`servebench validate` reports the same list).
-    let impossible = servebench_results::check::impossible_values(raw);
-    if !impossible.is_empty() {
-        let n = impossible.len();
-        return Err(PublishError::Refused(format!(
-            "the results file has {n} impossible value{} (`servebench validate` lists them): {}",
-            if n == 1 { "" } else { "s" },
-            impossible
-                .iter()
-                .take(5)
-                .map(|p| p.to_string())
-                .collect::<Vec<_>>()
-                .join("; ")
-        )));
-    }
+    let results = read_results(raw)?;
+    check_option_ids(opts)?;
+    refuse_impossible_values(raw)?;
     // What the registry reports before this write: the write may add no problem to the files
     // it touches ([`crate::write::commit`]).
     let before = crate::validate::validate(reg);
     let md = &results.metadata;
     let measured = measured_at(&results);
-    let run_id = if md.run_id.is_empty() {
-        opts.results_sha256.chars().take(12).collect()
-    } else {
-        md.run_id.clone()
-    };
-    let date: String = measured
-        .as_deref()
-        .map(|m| m.chars().filter(char::is_ascii_digit).take(8).collect())
-        .filter(|d: &String| d.len() == 8)
-        .unwrap_or_else(|| "undated".into());
-    let sweep_id = opts
-        .sweep_id
-        .clone()
-        .unwrap_or_else(|| format!("{}-{date}-{run_id}", opts.recipe_id));
-    if !is_valid_id(Collection::SpeedSweep, &sweep_id) {
-        return Err(PublishError::Usage(format!(
-            "sweep id {sweep_id:?} is not valid ({})",
-            Collection::SpeedSweep.id_grammar()
-        )));
-    }
-    if reg.get(Collection::SpeedSweep, &sweep_id).is_some()
-        || reg.path_for(Collection::SpeedSweep, &sweep_id).exists()
-    {
-        return Err(PublishError::Refused(format!(
-            "speed sweep {sweep_id} already exists; evidence is never overwritten (give another --sweep-id)"
-        )));
-    }
-    let base = match &opts.baseline {
-        Some(b) => Some((
-            b.as_str(),
-            baseline_rates(reg, b).ok_or_else(|| {
-                PublishError::Refused(format!(
-                    "--baseline {b}: no such speed sweep in the registry"
-                ))
-            })?,
-        )),
-        None => None,
-    };
-    for (flag, c, id) in [
-        ("--hardware", Collection::Hardware, &opts.hardware_id),
-        (
-            "--model-instance",
-            Collection::ModelInstance,
-            &opts.model_instance_id,
-        ),
-    ] {
-        if let Some(id) = id {
-            if reg.get(c, id).is_none() {
-                return Err(PublishError::Refused(format!(
-                    "{flag} {id}: no such {c} record in the registry"
-                )));
-            }
-        }
-    }
+    let run_id = run_id_of(&results, opts);
+    let sweep_id = new_sweep_id(reg, opts, measured.as_deref(), &run_id)?;
+    let base = baseline_for(reg, opts)?;
+    check_named_records_exist(reg, opts)?;
 
     let rows = build_rows(&results, raw, base.as_ref().map(|(id, m)| (*id, m)));
     if rows.is_empty() {
@@ -1034,7 +940,210 @@ pub fn publish(
         sweep_id: sweep_id.clone(),
         ..Default::default()
     };
-    let (hardware_id, hardware_count) = match reg.recipe(&opts.recipe_id) {
+    let ctx = PublishCtx {
+        opts,
+        results: &results,
+        raw,
+        run_id: &run_id,
+        src: &src,
+        hw: &hw,
+    };
+    let (hardware_id, hardware_count) = resolve_recipe(reg, &ctx, &mut out.drafted)?;
+
+    let host = host_block(&ctx, &hardware_id, hardware_count);
+    let source = source_block(&ctx, host, &now);
+    let sweep = json!({
+        "schema_version": SCHEMA_VERSION,
+        "id": sweep_id,
+        "recipe_id": opts.recipe_id,
+        "measured_at": measured,
+        "accepted_at": if any_accepted { Value::String(now.clone()) } else { Value::Null },
+        "source": source,
+        "metrics": serde_json::to_value(&m).expect("metrics serialise"),
+        "rows": serde_json::to_value(&rows).expect("rows serialise"),
+    });
+    for r in &rows {
+        *out.statuses.entry(r.status.clone()).or_default() += 1;
+    }
+    reg.insert(Collection::SpeedSweep, sweep)
+        .map_err(PublishError::Refused)?;
+    link_sweep_to_recipe(reg, &opts.recipe_id, &sweep_id)?;
+
+    out.written = out.drafted.clone();
+    out.written
+        .push((Collection::Recipe, opts.recipe_id.clone()));
+    out.written.push((Collection::SpeedSweep, sweep_id.clone()));
+    out.written.dedup();
+    crate::write::commit(reg, &before, &out.written, &[])?;
+    Ok(out)
+}
+
+/// What the drafting and `source` helpers of [`publish`] read: the options, the results (typed
+/// and raw), the run id, the draft source and the run's hardware facts.
+struct PublishCtx<'a> {
+    opts: &'a PublishOptions,
+    results: &'a Results,
+    raw: &'a Value,
+    run_id: &'a str,
+    src: &'a DraftSource,
+    hw: &'a HardwareFacts,
+}
+
+/// Parses `raw` as a results file, refusing one without a `metadata` object and a `results`
+/// list.
+fn read_results(raw: &Value) -> Result<Results, PublishError> {
+    let results: Results = serde_json::from_value(raw.clone())
+        .map_err(|e| PublishError::Refused(format!("not a servebench results file: {e}")))?;
+    if !raw.get("metadata").is_some_and(Value::is_object)
+        || !raw.get("results").is_some_and(Value::is_array)
+    {
+        return Err(PublishError::Refused(
+            "not a servebench results file: no `metadata` object and `results` list".into(),
+        ));
+    }
+    Ok(results)
+}
+
+/// Checks the grammar of every id given in `opts` (recipe, sweep, baseline, hardware, model
+/// instance); a bad one is a [`PublishError::Usage`].
+fn check_option_ids(opts: &PublishOptions) -> Result<(), PublishError> {
+    for (flag, c, id) in [
+        ("--recipe", Collection::Recipe, Some(&opts.recipe_id)),
+        ("--sweep-id", Collection::SpeedSweep, opts.sweep_id.as_ref()),
+        ("--baseline", Collection::SpeedSweep, opts.baseline.as_ref()),
+        (
+            "--hardware",
+            Collection::Hardware,
+            opts.hardware_id.as_ref(),
+        ),
+        (
+            "--model-instance",
+            Collection::ModelInstance,
+            opts.model_instance_id.as_ref(),
+        ),
+    ] {
+        if let Some(id) = id.filter(|id| !is_valid_id(c, id)) {
+            return Err(PublishError::Usage(format!(
+                "{flag} {id:?} is not a {c} id ({})",
+                c.id_grammar()
+            )));
+        }
+    }
+    Ok(())
+}
+
+/// Refuses a results file holding numbers no server can have produced, or timestamps that do
+/// not parse, before anything is built (`servebench validate` reports the same list; the
+/// message names the first 5).
+fn refuse_impossible_values(raw: &Value) -> Result<(), PublishError> {
+    let impossible = servebench_results::check::impossible_values(raw);
+    if impossible.is_empty() {
+        return Ok(());
+    }
+    let n = impossible.len();
+    Err(PublishError::Refused(format!(
+        "the results file has {n} impossible value{} (`servebench validate` lists them): {}",
+        if n == 1 { "" } else { "s" },
+        impossible
+            .iter()
+            .take(5)
+            .map(|p| p.to_string())
+            .collect::<Vec<_>>()
+            .join("; ")
+    )))
+}
+
+/// The run id: `metadata.run_id`, else the first 12 hex digits of the results file's sha256.
+fn run_id_of(results: &Results, opts: &PublishOptions) -> String {
+    if results.metadata.run_id.is_empty() {
+        opts.results_sha256.chars().take(12).collect()
+    } else {
+        results.metadata.run_id.clone()
+    }
+}
+
+/// The new sweep's id (`--sweep-id`, else `<recipe-id>-<YYYYMMDD of measured>-<run id>`, or
+/// `undated`), refused when it is not a valid id or a sweep of that id exists (in `reg` or on
+/// disk).
+fn new_sweep_id(
+    reg: &Registry,
+    opts: &PublishOptions,
+    measured: Option<&str>,
+    run_id: &str,
+) -> Result<String, PublishError> {
+    let date: String = measured
+        .map(|m| m.chars().filter(char::is_ascii_digit).take(8).collect())
+        .filter(|d: &String| d.len() == 8)
+        .unwrap_or_else(|| "undated".into());
+    let sweep_id = opts
+        .sweep_id
+        .clone()
+        .unwrap_or_else(|| format!("{}-{date}-{run_id}", opts.recipe_id));
+    if !is_valid_id(Collection::SpeedSweep, &sweep_id) {
+        return Err(PublishError::Usage(format!(
+            "sweep id {sweep_id:?} is not valid ({})",
+            Collection::SpeedSweep.id_grammar()
+        )));
+    }
+    if reg.get(Collection::SpeedSweep, &sweep_id).is_some()
+        || reg.path_for(Collection::SpeedSweep, &sweep_id).exists()
+    {
+        return Err(PublishError::Refused(format!(
+            "speed sweep {sweep_id} already exists; evidence is never overwritten (give another --sweep-id)"
+        )));
+    }
+    Ok(sweep_id)
+}
+
+/// The `--baseline` sweep's id and accepted rates, when one is given; refused when the registry
+/// has no such sweep.
+fn baseline_for<'o>(
+    reg: &Registry,
+    opts: &'o PublishOptions,
+) -> Result<Option<(&'o str, BaselineRates)>, PublishError> {
+    let Some(b) = &opts.baseline else {
+        return Ok(None);
+    };
+    let rates = baseline_rates(reg, b).ok_or_else(|| {
+        PublishError::Refused(format!(
+            "--baseline {b}: no such speed sweep in the registry"
+        ))
+    })?;
+    Ok(Some((b.as_str(), rates)))
+}
+
+/// Refuses `--hardware` / `--model-instance` naming a record the registry does not have.
+fn check_named_records_exist(reg: &Registry, opts: &PublishOptions) -> Result<(), PublishError> {
+    for (flag, c, id) in [
+        ("--hardware", Collection::Hardware, &opts.hardware_id),
+        (
+            "--model-instance",
+            Collection::ModelInstance,
+            &opts.model_instance_id,
+        ),
+    ] {
+        if let Some(id) = id {
+            if reg.get(c, id).is_none() {
+                return Err(PublishError::Refused(format!(
+                    "{flag} {id}: no such {c} record in the registry"
+                )));
+            }
+        }
+    }
+    Ok(())
+}
+
+/// The recipe's hardware id and device count: from the existing recipe (refusing
+/// `--hardware` / `--model-instance` that contradict it, or a recipe that does not parse), or
+/// from a `candidate` recipe drafted now (with the hardware, model and model-instance drafts it
+/// needs, each pushed to `drafted`).
+fn resolve_recipe(
+    reg: &mut Registry,
+    ctx: &PublishCtx<'_>,
+    drafted: &mut Vec<(Collection, String)>,
+) -> Result<(String, Option<u64>), PublishError> {
+    let opts = ctx.opts;
+    match reg.recipe(&opts.recipe_id) {
         Some(r) => {
             for (flag, want, have) in [
                 ("--hardware", &opts.hardware_id, &r.hardware_id),
@@ -1051,102 +1160,140 @@ pub fn publish(
                     )));
                 }
             }
-            (r.hardware_id.clone(), Some(r.hardware_count))
+            Ok((r.hardware_id.clone(), Some(r.hardware_count)))
         }
         None if reg.get(Collection::Recipe, &opts.recipe_id).is_some() => {
-            return Err(PublishError::Refused(format!(
+            Err(PublishError::Refused(format!(
                 "recipe {} exists but does not parse; run `servebench registry validate`",
                 opts.recipe_id
-            )));
+            )))
         }
         None => {
-            let hardware_id = match &opts.hardware_id {
-                Some(h) => h.clone(),
-                None => {
-                    let id = hw.id();
-                    if reg.get(Collection::Hardware, &id).is_none() {
-                        reg.insert(Collection::Hardware, draft::hardware(&src, &id, &hw))
-                            .map_err(PublishError::Refused)?;
-                        out.drafted.push((Collection::Hardware, id.clone()));
-                    }
-                    id
-                }
-            };
-            let instance_id = match &opts.model_instance_id {
-                Some(i) => i.clone(),
-                None => {
-                    let model_name = if md.model.is_empty() {
-                        "unknown-model"
-                    } else {
-                        &md.model
-                    };
-                    let id = draft::instance_id_for(model_name);
-                    if reg.get(Collection::ModelInstance, &id).is_none() {
-                        let model_id = draft::model_id_for(model_name);
-                        if reg.get(Collection::Model, &model_id).is_none() {
-                            reg.insert(
-                                Collection::Model,
-                                draft::model(&src, &model_id, model_name),
-                            )
-                            .map_err(PublishError::Refused)?;
-                            out.drafted.push((Collection::Model, model_id.clone()));
-                        }
-                        reg.insert(
-                            Collection::ModelInstance,
-                            draft::instance(&src, &id, &model_id, model_name, None, None),
-                        )
-                        .map_err(PublishError::Refused)?;
-                        out.drafted.push((Collection::ModelInstance, id.clone()));
-                    }
-                    id
-                }
-            };
-            let mut meta = Map::new();
-            meta.insert("drafted_from".into(), json!("servebench publish"));
-            meta.insert("run_id".into(), json!(run_id));
-            meta.insert("results_sha256".into(), json!(opts.results_sha256));
-            for k in ["engine_launch"] {
-                if let Some(v) = raw
-                    .get(k)
-                    .or_else(|| raw.pointer(&format!("/metadata/{k}")))
-                {
-                    if !v.is_null() {
-                        // Redacted again: a file written before the current rules (or by
-                        // another tool) may carry credentials.
-                        let mut v = v.clone();
-                        servebench_host::secrets::redact_json(&mut v);
-                        meta.insert(k.into(), v);
-                    }
-                }
-            }
-            let d = RecipeDraft {
-                id: opts.recipe_id.clone(),
-                model_instance_id: instance_id,
-                hardware_id: hardware_id.clone(),
-                hardware_count: hw.gpu_count,
-                engine: Some(md.engine.clone()).filter(|e| !e.is_empty()),
-                engine_version: md.engine_version.clone(),
-                max_context_tokens: md.max_model_len,
-                max_concurrency: md.max_running_requests,
-                recipe_source: TOOL_NAME.into(),
-                reference_url: src.url.clone(),
-                run_id: Some(run_id.clone()),
-                metadata: meta,
-                description: format!(
-                    "Candidate drafted by servebench publish from run {run_id} ({} {} serving {}); the exact launch was not captured, so it is a reference only.",
-                    draft::engine_name(&md.engine),
-                    md.engine_version.as_deref().unwrap_or("(version unknown)"),
-                    md.model
-                ),
-            };
-            reg.insert(Collection::Recipe, draft::recipe(&src, &d, &[]))
-                .map_err(PublishError::Refused)?;
-            out.drafted
-                .push((Collection::Recipe, opts.recipe_id.clone()));
-            (hardware_id, hw.gpu_count)
+            let hardware_id = draft_hardware(reg, ctx, drafted)?;
+            let instance_id = draft_model_instance(reg, ctx, drafted)?;
+            draft_recipe(reg, ctx, &hardware_id, instance_id)?;
+            drafted.push((Collection::Recipe, opts.recipe_id.clone()));
+            Ok((hardware_id, ctx.hw.gpu_count))
         }
-    };
+    }
+}
 
+/// The drafted recipe's hardware id: `--hardware`, else the run's hardware id, drafted as a
+/// `candidate` hardware record when the registry lacks it.
+fn draft_hardware(
+    reg: &mut Registry,
+    ctx: &PublishCtx<'_>,
+    drafted: &mut Vec<(Collection, String)>,
+) -> Result<String, PublishError> {
+    if let Some(h) = &ctx.opts.hardware_id {
+        return Ok(h.clone());
+    }
+    let id = ctx.hw.id();
+    if reg.get(Collection::Hardware, &id).is_none() {
+        reg.insert(Collection::Hardware, draft::hardware(ctx.src, &id, ctx.hw))
+            .map_err(PublishError::Refused)?;
+        drafted.push((Collection::Hardware, id.clone()));
+    }
+    Ok(id)
+}
+
+/// The drafted recipe's model-instance id: `--model-instance`, else one named after the run's
+/// model, drafted (with its model record when missing) when the registry lacks it.
+fn draft_model_instance(
+    reg: &mut Registry,
+    ctx: &PublishCtx<'_>,
+    drafted: &mut Vec<(Collection, String)>,
+) -> Result<String, PublishError> {
+    if let Some(i) = &ctx.opts.model_instance_id {
+        return Ok(i.clone());
+    }
+    let md = &ctx.results.metadata;
+    let model_name = if md.model.is_empty() {
+        "unknown-model"
+    } else {
+        &md.model
+    };
+    let id = draft::instance_id_for(model_name);
+    if reg.get(Collection::ModelInstance, &id).is_none() {
+        let model_id = draft::model_id_for(model_name);
+        if reg.get(Collection::Model, &model_id).is_none() {
+            reg.insert(
+                Collection::Model,
+                draft::model(ctx.src, &model_id, model_name),
+            )
+            .map_err(PublishError::Refused)?;
+            drafted.push((Collection::Model, model_id.clone()));
+        }
+        reg.insert(
+            Collection::ModelInstance,
+            draft::instance(ctx.src, &id, &model_id, model_name, None, None),
+        )
+        .map_err(PublishError::Refused)?;
+        drafted.push((Collection::ModelInstance, id.clone()));
+    }
+    Ok(id)
+}
+
+/// Drafts and stages the `candidate` recipe `opts.recipe_id` for this run (engine, context and
+/// concurrency limits, the redacted engine launch in its metadata).
+fn draft_recipe(
+    reg: &mut Registry,
+    ctx: &PublishCtx<'_>,
+    hardware_id: &str,
+    instance_id: String,
+) -> Result<(), PublishError> {
+    let (opts, md, raw, run_id) = (ctx.opts, &ctx.results.metadata, ctx.raw, ctx.run_id);
+    let mut meta = Map::new();
+    meta.insert("drafted_from".into(), json!("servebench publish"));
+    meta.insert("run_id".into(), json!(run_id));
+    meta.insert("results_sha256".into(), json!(opts.results_sha256));
+    for k in ["engine_launch"] {
+        if let Some(v) = raw
+            .get(k)
+            .or_else(|| raw.pointer(&format!("/metadata/{k}")))
+        {
+            if !v.is_null() {
+                // Redacted again: a file written before the current rules (or by
+                // another tool) may carry credentials.
+                let mut v = v.clone();
+                servebench_host::secrets::redact_json(&mut v);
+                meta.insert(k.into(), v);
+            }
+        }
+    }
+    let d = RecipeDraft {
+        id: opts.recipe_id.clone(),
+        model_instance_id: instance_id,
+        hardware_id: hardware_id.to_string(),
+        hardware_count: ctx.hw.gpu_count,
+        engine: Some(md.engine.clone()).filter(|e| !e.is_empty()),
+        engine_version: md.engine_version.clone(),
+        max_context_tokens: md.max_model_len,
+        max_concurrency: md.max_running_requests,
+        recipe_source: TOOL_NAME.into(),
+        reference_url: ctx.src.url.clone(),
+        run_id: Some(run_id.to_string()),
+        metadata: meta,
+        description: format!(
+            "Candidate drafted by servebench publish from run {run_id} ({} {} serving {}); the exact launch was not captured, so it is a reference only.",
+            draft::engine_name(&md.engine),
+            md.engine_version.as_deref().unwrap_or("(version unknown)"),
+            md.model
+        ),
+    };
+    reg.insert(Collection::Recipe, draft::recipe(ctx.src, &d, &[]))
+        .map_err(PublishError::Refused)?;
+    Ok(())
+}
+
+/// `source.host`: host name, hardware id and count, GPU name, the run's OS / CPU / driver
+/// facts, and the GPU identities (index, name, uuid) from the host monitor.
+fn host_block(
+    ctx: &PublishCtx<'_>,
+    hardware_id: &str,
+    hardware_count: Option<u64>,
+) -> Map<String, Value> {
+    let (results, hw) = (ctx.results, ctx.hw);
     let mut host = Map::new();
     if let Some(h) = &hw.hostname {
         host.insert("hostname".into(), json!(h));
@@ -1183,6 +1330,15 @@ pub fn publish(
             host.insert("gpus".into(), Value::Array(ids));
         }
     }
+    host
+}
+
+/// The sweep's `source` block (tool, command, results hash, engine, model, server, `host`, run
+/// id, method and rules, the run's own command and arguments, the baseline), with command
+/// lines, arguments and the server URL redacted; `now` is the publishing time (RFC 3339).
+fn source_block(ctx: &PublishCtx<'_>, host: Map<String, Value>, now: &str) -> Value {
+    let (opts, results, run_id) = (ctx.opts, ctx.results, ctx.run_id);
+    let md = &results.metadata;
     let method = format!(
         "servebench {} run {run_id}: sustained decode over a C x context matrix (aggregate = output tokens inside the measured window / window), prefill by TTFT (cold and warm-prefix apart), Burst / E2E cells. Metrics rule {}: accepted rows only; peak_generation_tps = largest accepted sustained-decode decode_tok_s, rate kind {} (all C streams together; the C=1 row is single-user speed); peak_prompt_tps from accepted cold prefill rows only; point_count = accepted rows.",
         md.version,
@@ -1191,7 +1347,7 @@ pub fn publish(
     );
     let mut source = json!({
         "kind": SOURCE_KIND,
-        "url": src.url,
+        "url": ctx.src.url,
         "captured_at": now,
         "tool": {"name": TOOL_NAME, "version": opts.tool_version},
         "results_tool": {"name": md.tool, "version": md.version},
@@ -1232,25 +1388,18 @@ pub fn publish(
         // Partial results: the cells not reached are `not-run` rows.
         source["interrupted"] = json!(true);
     }
-    let sweep = json!({
-        "schema_version": SCHEMA_VERSION,
-        "id": sweep_id,
-        "recipe_id": opts.recipe_id,
-        "measured_at": measured,
-        "accepted_at": if any_accepted { Value::String(now.clone()) } else { Value::Null },
-        "source": source,
-        "metrics": serde_json::to_value(&m).expect("metrics serialise"),
-        "rows": serde_json::to_value(&rows).expect("rows serialise"),
-    });
-    for r in &rows {
-        *out.statuses.entry(r.status.clone()).or_default() += 1;
-    }
-    reg.insert(Collection::SpeedSweep, sweep)
-        .map_err(PublishError::Refused)?;
+    source
+}
 
-    // Link the sweep from the recipe, and derive its status.
+/// Links the sweep from the recipe (`speed_sweep_ids`, once) and stages the recipe with its
+/// status derived again ([`crate::trust::derive_status`]).
+fn link_sweep_to_recipe(
+    reg: &mut Registry,
+    recipe_id: &str,
+    sweep_id: &str,
+) -> Result<(), PublishError> {
     let mut recipe = reg
-        .get(Collection::Recipe, &opts.recipe_id)
+        .get(Collection::Recipe, recipe_id)
         .expect("present or drafted")
         .raw
         .clone();
@@ -1269,14 +1418,7 @@ pub fn publish(
     recipe["status"] = json!(crate::trust::derive_status(reg, &recipe).as_str());
     reg.insert(Collection::Recipe, recipe)
         .map_err(PublishError::Refused)?;
-
-    out.written = out.drafted.clone();
-    out.written
-        .push((Collection::Recipe, opts.recipe_id.clone()));
-    out.written.push((Collection::SpeedSweep, sweep_id.clone()));
-    out.written.dedup();
-    crate::write::commit(reg, &before, &out.written, &[])?;
-    Ok(out)
+    Ok(())
 }
 
 #[cfg(test)]

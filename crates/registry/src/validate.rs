@@ -339,7 +339,6 @@ const CONTRACT_FIELDS: [&str; 14] = [
 
 fn check_recipe(reg: &Registry, rec: &Record, out: &mut Vec<Problem>) {
     let raw = &rec.raw;
-    let status = s(raw, "/status").unwrap_or("");
     let launch = raw.get("launch").cloned().unwrap_or(Value::Null);
     let kind = s(&launch, "/kind").unwrap_or("");
     let kind = if kind == "compose" {
@@ -347,14 +346,53 @@ fn check_recipe(reg: &Registry, rec: &Record, out: &mut Vec<Problem>) {
     } else {
         kind
     };
-    let source = s(raw, "/recipe_source").unwrap_or("");
+    let r = RecipeFacts {
+        reg,
+        rec,
+        status: s(raw, "/status").unwrap_or(""),
+        launch: &launch,
+        kind,
+        source: s(raw, "/recipe_source").unwrap_or(""),
+        text: launch.to_string().to_lowercase(),
+    };
+    check_sweep_links(&r, out);
+    check_recipe_source(&r, out);
+    check_launch_tokens(&r, out);
+    check_reference_launch(&r, out);
+    check_container(rec, &launch, kind, out);
+    if r.status == "validated" {
+        check_validated_recipe(&r, out);
+    }
+    check_draft_launch(&r, out);
+    check_context_plausibility(&r, out);
+    check_trust_status(&r, out);
+}
 
-    // Sweep links, both ways.
+/// A recipe record and the fields its checks read, each `""` when absent.
+struct RecipeFacts<'a> {
+    reg: &'a Registry,
+    rec: &'a Record,
+    /// `status`.
+    status: &'a str,
+    /// `launch` (null when absent).
+    launch: &'a Value,
+    /// `launch.kind`, `compose` read as `docker-compose`.
+    kind: &'a str,
+    /// `recipe_source`.
+    source: &'a str,
+    /// The launch as JSON text, lowercased (for substring rules).
+    text: String,
+}
+
+/// Sweep links, both ways: each sweep in `speed_sweep_ids` names this recipe back; the legacy
+/// `speed_sweeps_ids` list is not present beside it.
+fn check_sweep_links(r: &RecipeFacts<'_>, out: &mut Vec<Problem>) {
+    let (rec, raw) = (r.rec, &r.rec.raw);
     if let Some(ids) = raw.get("speed_sweep_ids").and_then(Value::as_array) {
         for (i, id) in ids.iter().enumerate() {
             if let Some(sw) = id
                 .as_str()
-                .and_then(|id| reg.get(Collection::SpeedSweep, id))
+                .and_then(|id| r.reg.get(Collection::SpeedSweep, id))
             {
                 let back = s(&sw.raw, "/recipe_id");
                 if back != Some(rec.id.as_str()) {
@@ -380,8 +418,12 @@ fn check_recipe(reg: &Registry, rec: &Record, out: &mut Vec<Problem>) {
             "both speed_sweep_ids and the legacy speed_sweeps_ids are present with different lists",
         ));
     }
+}
 
-    // recipe_source rules.
+/// `recipe_source` rules: no oMLX; localmaxxing / exo-postgres / mlxfast recipes are
+/// candidates with a reference launch; mlxfast is on `apple-m5-max-128gb`.
+fn check_recipe_source(r: &RecipeFacts<'_>, out: &mut Vec<Problem>) {
+    let (rec, source) = (r.rec, r.source);
     if source == "omlx" {
         out.push(p(
             rec,
@@ -391,7 +433,7 @@ fn check_recipe(reg: &Registry, rec: &Record, out: &mut Vec<Problem>) {
         ));
     }
     if matches!(source, "localmaxxing" | "exo-postgres" | "mlxfast")
-        && (status != "candidate" || kind != "reference")
+        && (r.status != "candidate" || r.kind != "reference")
     {
         out.push(p(
             rec,
@@ -400,7 +442,7 @@ fn check_recipe(reg: &Registry, rec: &Record, out: &mut Vec<Problem>) {
             format!("a {source} recipe must be a candidate with a reference launch"),
         ));
     }
-    if source == "mlxfast" && s(raw, "/hardware_id") != Some("apple-m5-max-128gb") {
+    if source == "mlxfast" && s(&rec.raw, "/hardware_id") != Some("apple-m5-max-128gb") {
         out.push(p(
             rec,
             "/hardware_id",
@@ -408,10 +450,12 @@ fn check_recipe(reg: &Registry, rec: &Record, out: &mut Vec<Problem>) {
             "an mlxfast recipe must be on apple-m5-max-128gb",
         ));
     }
+}
 
-    // Tokenised launch.
-    let text = launch.to_string().to_lowercase();
-    if text.contains("command_snippet") {
+/// Tokenised launch: no `command_snippet`, and no argument or step token holding `&&`.
+fn check_launch_tokens(r: &RecipeFacts<'_>, out: &mut Vec<Problem>) {
+    let (rec, launch) = (r.rec, r.launch);
+    if r.text.contains("command_snippet") {
         out.push(p(
             rec,
             "/launch",
@@ -446,13 +490,15 @@ fn check_recipe(reg: &Registry, rec: &Record, out: &mut Vec<Problem>) {
             ));
         }
     }
+}
 
-    // Reference launches carry no contract fields.
-    if kind == "reference" || matches!(source, "localmaxxing" | "exo-postgres" | "mlxfast") {
+/// Reference launches (and launches of reference-only sources) carry no contract fields.
+fn check_reference_launch(r: &RecipeFacts<'_>, out: &mut Vec<Problem>) {
+    if r.kind == "reference" || matches!(r.source, "localmaxxing" | "exo-postgres" | "mlxfast") {
         for f in CONTRACT_FIELDS {
-            if launch.get(f).is_some() {
+            if r.launch.get(f).is_some() {
                 out.push(p(
-                    rec,
+                    r.rec,
                     &format!("/launch/{f}"),
                     "reference-launch",
                     format!("a reference launch carries no {f}"),
@@ -460,87 +506,89 @@ fn check_recipe(reg: &Registry, rec: &Record, out: &mut Vec<Problem>) {
             }
         }
     }
+}
 
-    // Container provenance.
-    check_container(rec, &launch, kind, out);
-
-    // Validated-only rules.
-    if status == "validated" {
-        let v = |ptr: &str, msg: &str| p(rec, ptr, "validated-launch", msg.to_string());
-        if kind == "reference" {
+/// Rules for a `validated` recipe: a real launch, a pinned model revision, speed evidence, a
+/// pinned docker image or script commit, no forbidden flags, relative docker mounts inside the
+/// registry, and a stated `serving.max_context_tokens`.
+fn check_validated_recipe(r: &RecipeFacts<'_>, out: &mut Vec<Problem>) {
+    let (reg, rec, raw, launch, kind) = (r.reg, r.rec, &r.rec.raw, r.launch, r.kind);
+    let v = |ptr: &str, msg: &str| p(rec, ptr, "validated-launch", msg.to_string());
+    if kind == "reference" {
+        out.push(v(
+            "/launch/kind",
+            "a validated recipe cannot have a reference launch",
+        ));
+    }
+    let inst = s(raw, "/model_instance_id").and_then(|i| reg.get(Collection::ModelInstance, i));
+    if inst.is_some_and(|i| s(&i.raw, "/revision").is_none_or(str::is_empty)) {
+        out.push(v(
+            "/model_instance_id",
+            "a validated recipe's model-instance must pin a revision",
+        ));
+    }
+    if raw
+        .get("speed_sweep_ids")
+        .and_then(Value::as_array)
+        .is_none_or(|a| a.is_empty())
+    {
+        out.push(v("/speed_sweep_ids", "no speed evidence"));
+    }
+    if kind == "docker" && s(launch, "/image").is_none_or(|i| image_digest(i).is_none()) {
+        out.push(v(
+            "/launch/image",
+            "a validated docker image ends in @sha256:<64 hex>",
+        ));
+    }
+    if kind == "script"
+        && !s(launch, "/script/file").is_some_and(|f| f.split('/').any(trust::is_hex40))
+    {
+        out.push(v(
+            "/launch/script/file",
+            "a validated script path has a /<40-hex commit>/ segment",
+        ));
+    }
+    for f in trust::FORBIDDEN_FLAGS {
+        if r.text.contains(f) {
             out.push(v(
-                "/launch/kind",
-                "a validated recipe cannot have a reference launch",
+                "/launch",
+                &format!("forbidden flag {f:?} (eager / CUDA graphs disabled)"),
             ));
         }
-        let inst = s(raw, "/model_instance_id").and_then(|i| reg.get(Collection::ModelInstance, i));
-        if inst.is_some_and(|i| s(&i.raw, "/revision").is_none_or(str::is_empty)) {
-            out.push(v(
-                "/model_instance_id",
-                "a validated recipe's model-instance must pin a revision",
-            ));
-        }
-        if raw
-            .get("speed_sweep_ids")
-            .and_then(Value::as_array)
-            .is_none_or(|a| a.is_empty())
-        {
-            out.push(v("/speed_sweep_ids", "no speed evidence"));
-        }
-        if kind == "docker" && s(&launch, "/image").is_none_or(|i| image_digest(i).is_none()) {
-            out.push(v(
-                "/launch/image",
-                "a validated docker image ends in @sha256:<64 hex>",
-            ));
-        }
-        if kind == "script"
-            && !s(&launch, "/script/file").is_some_and(|f| f.split('/').any(trust::is_hex40))
-        {
-            out.push(v(
-                "/launch/script/file",
-                "a validated script path has a /<40-hex commit>/ segment",
-            ));
-        }
-        for f in trust::FORBIDDEN_FLAGS {
-            if text.contains(f) {
-                out.push(v(
-                    "/launch",
-                    &format!("forbidden flag {f:?} (eager / CUDA graphs disabled)"),
-                ));
-            }
-        }
-        if kind == "docker" {
-            if let Some(mounts) = launch.get("mounts").and_then(Value::as_array) {
-                for (i, m) in mounts.iter().enumerate() {
-                    if let Some(src) = s(m, "/source") {
-                        let relative = !(src.starts_with('/')
-                            || src.starts_with("~/")
-                            || src.starts_with("${"));
-                        if relative && (src.contains("..") || !reg.root.join(src).is_file()) {
-                            out.push(v(
-                                &format!("/launch/mounts/{i}/source"),
-                                &format!(
-                                    "relative mount {src:?} is not a file inside the registry"
-                                ),
-                            ));
-                        }
+    }
+    if kind == "docker" {
+        if let Some(mounts) = launch.get("mounts").and_then(Value::as_array) {
+            for (i, m) in mounts.iter().enumerate() {
+                if let Some(src) = s(m, "/source") {
+                    let relative =
+                        !(src.starts_with('/') || src.starts_with("~/") || src.starts_with("${"));
+                    if relative && (src.contains("..") || !reg.root.join(src).is_file()) {
+                        out.push(v(
+                            &format!("/launch/mounts/{i}/source"),
+                            &format!("relative mount {src:?} is not a file inside the registry"),
+                        ));
                     }
                 }
             }
         }
-        if raw
-            .pointer("/serving/max_context_tokens")
-            .and_then(Value::as_u64)
-            .is_none()
-        {
-            out.push(v(
-                "/serving/max_context_tokens",
-                "a validated recipe states serving.max_context_tokens",
-            ));
-        }
     }
-    if let Some(d) = raw.get("draft_launch") {
-        if status == "validated" {
+    if raw
+        .pointer("/serving/max_context_tokens")
+        .and_then(Value::as_u64)
+        .is_none()
+    {
+        out.push(v(
+            "/serving/max_context_tokens",
+            "a validated recipe states serving.max_context_tokens",
+        ));
+    }
+}
+
+/// `draft_launch`: on candidates only, with an image pinned by digest.
+fn check_draft_launch(r: &RecipeFacts<'_>, out: &mut Vec<Problem>) {
+    let rec = r.rec;
+    if let Some(d) = rec.raw.get("draft_launch") {
+        if r.status == "validated" {
             out.push(p(
                 rec,
                 "/draft_launch",
@@ -557,21 +605,31 @@ fn check_recipe(reg: &Registry, rec: &Record, out: &mut Vec<Problem>) {
             ));
         }
     }
-    if let Some(c) = raw
+}
+
+/// `serving.max_context_tokens` at most [`bounds::MAX_CONTEXT_TOKENS`] tokens.
+fn check_context_plausibility(r: &RecipeFacts<'_>, out: &mut Vec<Problem>) {
+    if let Some(c) = r
+        .rec
+        .raw
         .pointer("/serving/max_context_tokens")
         .and_then(Value::as_u64)
     {
         if c > bounds::MAX_CONTEXT_TOKENS {
             out.push(p(
-                rec,
+                r.rec,
                 "/serving/max_context_tokens",
                 "plausibility",
                 format!("{c} tokens exceeds {}", bounds::MAX_CONTEXT_TOKENS),
             ));
         }
     }
+}
 
-    // Trust.
+/// Trust: a stored `candidate` / `validated` status agrees with the derived one
+/// ([`trust::derive_status`]); a mismatch lists why the recipe derives `candidate`.
+fn check_trust_status(r: &RecipeFacts<'_>, out: &mut Vec<Problem>) {
+    let (reg, raw, status) = (r.reg, &r.rec.raw, r.status);
     let derived = trust::derive_status(reg, raw);
     if matches!(status, "candidate" | "validated") && status != derived.as_str() {
         let why = if derived == RecipeStatus::Candidate {
@@ -579,7 +637,7 @@ fn check_recipe(reg: &Registry, rec: &Record, out: &mut Vec<Problem>) {
         } else {
             String::new()
         };
-        out.push(p(rec, "/status", "trust-status", format!("stored {status:?} but trust derives {:?}{why} (`servebench registry trust` rewrites it)", derived.as_str())));
+        out.push(p(r.rec, "/status", "trust-status", format!("stored {status:?} but trust derives {:?}{why} (`servebench registry trust` rewrites it)", derived.as_str())));
     }
 }
 

@@ -10,10 +10,10 @@ use tokio::sync::{mpsc, oneshot};
 
 use crate::config::{Personality, SimConfig};
 use crate::format::{self, Dialect, Endpoint, Frame, Script, Timings, TokenEvent, UnaryResponse};
-use crate::metrics::SlotView;
+use crate::metrics::{MetricsState, SlotView};
 use crate::prefix_cache::{PrefixCache, PREFIX_CACHE_BLOCKS};
 use crate::stats::StatsCounters as S;
-use crate::truth::RequestTruth;
+use crate::truth::{RequestTruth, TruthLog};
 use crate::Shared;
 
 /// If the scheduler falls further behind its nominal schedule than this (CPU starvation), the
@@ -570,229 +570,39 @@ impl Engine {
         let mut log = cfg.record_truth.then(|| shared.truth_log());
         // Per-position acceptance counts are kept for every personality (`Sim::spec_truth`).
         let mut metrics = (self.track || cfg.spec_tokens > 0).then(|| shared.metrics_state());
-        let mut generated_total = 0u64;
-        let (mut drafts, mut draft_tokens, mut accepted) = (0u64, 0u64, 0u64);
+        let mut totals = StepTotals::default();
         for a in self.running.iter_mut() {
             if a.dead {
                 continue;
             }
-            let from = a.generated;
-            let n = a.planned;
-            a.planned = 0;
-            a.prefilling = false;
-            a.generated += n;
-            generated_total += n;
-            if a.planned_drafts > 0 {
-                drafts += 1;
-                draft_tokens += u64::from(a.planned_drafts);
-                accepted += u64::from(a.planned_accepted);
-                a.draft_tokens += u64::from(a.planned_drafts);
-                a.accepted_tokens += u64::from(a.planned_accepted);
-                if let Some(m) = &mut metrics {
-                    for p in &mut m.accepted_per_pos[..a.planned_accepted as usize] {
-                        *p += 1;
-                    }
-                }
-                if let Some(t) = log.as_mut().and_then(|l| l.get_mut(a.req.seq)) {
-                    t.draft_tokens = a.draft_tokens;
-                    t.accepted_draft_tokens = a.accepted_tokens;
-                }
-            }
-            let first = a.first_token.is_none();
-            if first {
-                a.first_token = Some(now);
-            }
-            if let Some(m) = &mut metrics {
-                if first {
-                    let admitted = a.admitted.unwrap_or(now);
-                    let prefill_s = now.saturating_duration_since(admitted).as_secs_f64();
-                    m.hist.ttft.observe(
-                        now.saturating_duration_since(a.req.received_at)
-                            .as_secs_f64(),
-                    );
-                    m.hist.prefill.observe(prefill_s);
-                    m.prompt_seconds_total += prefill_s;
-                    m.window.prompt_tokens += a.req.prompt_tokens - a.cached;
-                    m.window.prompt_seconds += prefill_s;
-                } else if let Some(last) = a.last_emit {
-                    m.hist
-                        .itl
-                        .observe(now.saturating_duration_since(last).as_secs_f64());
-                }
-            }
-            a.last_emit = Some(now);
-            let done = a.generated >= a.limit;
-            let fault_now = a.req.midstream_fault && from == 0;
-            let reason = if a.generated >= a.req.max_tokens {
-                "length"
-            } else {
-                "stop"
-            };
-            let seq = a.req.seq;
-            let usage = (a.req.prompt_tokens, a.generated);
-            match (&mut a.req.sink, &a.frame) {
-                (Sink::Stream(tx), Some(frame)) => {
-                    let llama = frame.dialect() == Dialect::Llamacpp;
-                    if first && cfg.role_chunk && a.req.endpoint == Endpoint::Chat {
-                        if llama {
-                            // llama-server sends its role chunk together with the first token.
-                            let _ = tx.send((format::role_event(frame, None), 0));
-                        } else if !cfg.early_role_chunk {
-                            // vLLM 0.32 (V1): the role chunk goes out with the first token.
-                            let usage = a.req.continuous_usage.then_some((a.req.prompt_tokens, 0));
-                            let _ = tx.send((format::role_event(frame, usage), 0));
-                        }
-                    }
-                    let ev = TokenEvent {
-                        frame,
-                        from,
-                        n,
-                        script: &a.script,
-                        finish: (done && !fault_now && !llama).then_some(reason),
-                        usage: a.req.continuous_usage.then_some(usage),
-                    }
-                    .encode();
-                    // The truth emission time is recorded by the HTTP body when the connection
-                    // takes this frame for writing (see `http::stream_body`), not here: bytes
-                    // still queued behind other connections have not left the simulator.
-                    if tx.send((ev, n as u32)).is_err() {
-                        a.dead = true;
-                        continue;
-                    }
-                    if fault_now {
-                        let _ = tx.send((Bytes::from_static(format::MIDSTREAM_ERROR), 0));
-                        let _ = tx.send((Bytes::from_static(format::DONE), 0));
-                        a.finish = Some("error");
-                    } else if done {
-                        if llama {
-                            let ms = |from: Option<Instant>, to: Instant| {
-                                from.map_or(0.0, |f| {
-                                    to.saturating_duration_since(f).as_secs_f64() * 1e3
-                                })
-                            };
-                            let first_at = a.first_token.unwrap_or(now);
-                            let t = Timings {
-                                cache_n: a.cached,
-                                prompt_n: a.req.prompt_tokens - a.cached,
-                                prompt_ms: ms(a.admitted, first_at),
-                                predicted_n: a.generated,
-                                predicted_ms: ms(Some(first_at), now),
-                                draft: (cfg.spec_tokens > 0)
-                                    .then_some((a.draft_tokens, a.accepted_tokens)),
-                            };
-                            match a.req.endpoint {
-                                Endpoint::Chat => {
-                                    let inline = (!a.req.include_usage).then_some(&t);
-                                    let _ = tx.send((
-                                        format::finish_event(frame, reason, None, inline),
-                                        0,
-                                    ));
-                                    if a.req.include_usage {
-                                        let _ = tx.send((
-                                            format::usage_event(frame, usage, a.cached, Some(&t)),
-                                            0,
-                                        ));
-                                    }
-                                }
-                                Endpoint::Completion => {
-                                    let u = a.req.include_usage.then_some((usage, a.cached));
-                                    let _ = tx.send((
-                                        format::finish_event(frame, reason, u, Some(&t)),
-                                        0,
-                                    ));
-                                }
-                            }
-                        } else if a.req.include_usage {
-                            let _ = tx.send((format::usage_event(frame, usage, a.cached, None), 0));
-                        }
-                        let _ = tx.send((Bytes::from_static(format::DONE), 0));
-                        a.finish = Some(reason);
-                    }
-                }
-                (Sink::Unary(slot), _) => {
-                    let r_end = (from + n).min(a.script.reasoning_field_end().max(from));
-                    if r_end > from {
-                        a.reasoning.push_str(&a.script.text(from, r_end - from));
-                    }
-                    if from + n > r_end {
-                        a.content.push_str(&a.script.text(r_end, from + n - r_end));
-                    }
-                    if let Some(log) = &mut log {
-                        log.record_emission(seq, now, n as u32);
-                    }
-                    if done {
-                        let id = format!("{}{}", a.req.endpoint.id_prefix(), seq);
-                        let body = UnaryResponse {
-                            endpoint: a.req.endpoint,
-                            id: &id,
-                            created: a.req.created,
-                            model: &cfg.model,
-                            reasoning: &a.reasoning,
-                            content: &a.content,
-                            finish: reason,
-                            prompt_tokens: a.req.prompt_tokens,
-                            completion_tokens: a.generated,
-                            cached_tokens: a.cached,
-                        }
-                        .encode();
-                        let sent = slot.take().is_some_and(|tx| tx.send(body).is_ok());
-                        if sent {
-                            a.finish = Some(reason);
-                        } else {
-                            a.dead = true;
-                        }
-                    }
-                }
+            let tick = account_step(
+                a,
+                now,
+                &mut totals,
+                metrics.as_deref_mut(),
+                log.as_deref_mut(),
+            );
+            match (&a.req.sink, &a.frame) {
+                (Sink::Stream(_), Some(_)) => send_stream_step(a, cfg, &tick),
+                (Sink::Unary(_), _) => send_unary_step(a, cfg, log.as_deref_mut(), &tick),
                 (Sink::Stream(_), None) => a.dead = true,
             }
         }
-        S::add(&st.generation_tokens, generated_total);
-        S::add(&st.spec_drafts, drafts);
-        S::add(&st.spec_draft_tokens, draft_tokens);
-        S::add(&st.spec_accepted, accepted);
+        S::add(&st.generation_tokens, totals.generated);
+        S::add(&st.spec_drafts, totals.drafts);
+        S::add(&st.spec_draft_tokens, totals.draft_tokens);
+        S::add(&st.spec_accepted, totals.accepted);
         if let Some(m) = &mut metrics {
-            let (t0, g0, steps) = self.tp_mark;
-            if steps + 1 >= GEN_THROUGHPUT_STEPS {
-                let g = S::get(&st.generation_tokens);
-                let dt = now.saturating_duration_since(t0).as_secs_f64();
-                if dt > 0.0 {
-                    m.gen_throughput = (g - g0) as f64 / dt;
-                }
-                self.tp_mark = (now, g, 0);
-            } else {
-                self.tp_mark.2 = steps + 1;
-            }
+            self.update_gen_throughput(m, now);
         }
         drop(metrics);
 
         // Retire finished requests; cancelled ones are reaped at the start of the next step.
-        let mut done: Vec<Active> = Vec::new();
-        if self.running.iter().any(|a| a.finish.is_some()) {
-            let (d, keep): (Vec<Active>, Vec<Active>) = std::mem::take(&mut self.running)
-                .into_iter()
-                .partition(|a| a.finish.is_some());
-            self.running = keep;
-            done = d;
-        }
+        let done = self.take_finished();
         for a in &done {
-            match a.finish {
-                Some("length") => S::add(&st.finished_length, 1),
-                Some("stop") => S::add(&st.finished_stop, 1),
-                _ => S::add(&st.finished_error, 1),
-            }
+            count_finish(st, a);
             if let Some(t) = log.as_mut().and_then(|l| l.get_mut(a.req.seq)) {
-                t.finished_at = Some(t.finished_at.map_or(now, |f| f.max(now)));
-                t.finish_reason = a.finish.map(str::to_string);
-                if cfg.answer.is_some() || a.req.answer.is_some() {
-                    // The line is stated only when the request generated its last token (a
-                    // max_tokens cut or a mid-stream fault before it leaves no answer).
-                    let stated = a
-                        .answer
-                        .as_ref()
-                        .filter(|(end, _, _)| a.generated >= *end && a.finish != Some("error"));
-                    t.answer = stated.map(|(_, v, _)| v.clone());
-                    t.answer_correct = Some(stated.is_some_and(|(_, _, ok)| *ok));
-                }
+                record_finish_truth(t, cfg, a, now);
             }
         }
         drop(log);
@@ -803,6 +613,295 @@ impl Engine {
         S::set(&st.kv_blocks_used, used);
         S::set(&st.kv_tokens, self.running.iter().map(Active::ctx).sum());
         self.publish_gauges();
+    }
+
+    /// SGLang `gen_throughput` (tokens/s): recomputed every [`GEN_THROUGHPUT_STEPS`] decode
+    /// steps from the generation-token counter over the window since the last mark.
+    fn update_gen_throughput(&mut self, m: &mut MetricsState, now: Instant) {
+        let st = &self.shared.stats;
+        let (t0, g0, steps) = self.tp_mark;
+        if steps + 1 >= GEN_THROUGHPUT_STEPS {
+            let g = S::get(&st.generation_tokens);
+            let dt = now.saturating_duration_since(t0).as_secs_f64();
+            if dt > 0.0 {
+                m.gen_throughput = (g - g0) as f64 / dt;
+            }
+            self.tp_mark = (now, g, 0);
+        } else {
+            self.tp_mark.2 = steps + 1;
+        }
+    }
+
+    /// Removes the requests that sent their last event from the running batch and returns them
+    /// (no allocation when none finished).
+    fn take_finished(&mut self) -> Vec<Active> {
+        let mut done: Vec<Active> = Vec::new();
+        if self.running.iter().any(|a| a.finish.is_some()) {
+            let (d, keep): (Vec<Active>, Vec<Active>) = std::mem::take(&mut self.running)
+                .into_iter()
+                .partition(|a| a.finish.is_some());
+            self.running = keep;
+            done = d;
+        }
+        done
+    }
+}
+
+/// Counters one [`Engine::emit`] step adds to the engine stats (tokens; drafts are counted per
+/// request that drafted in the step).
+#[derive(Default)]
+struct StepTotals {
+    generated: u64,
+    drafts: u64,
+    draft_tokens: u64,
+    accepted: u64,
+}
+
+/// One running request's emission in the current step, as [`account_step`] works it out.
+struct Tick {
+    /// The engine time of the step.
+    now: Instant,
+    /// Tokens generated before this step.
+    from: u64,
+    /// Tokens emitted in this step.
+    n: u64,
+    /// This step carries the request's first token.
+    first: bool,
+    /// The request reaches its limit with this step.
+    done: bool,
+    /// The request's mid-stream fault fires now (its first emission).
+    fault_now: bool,
+    /// The finish reason should it end now: `length` or `stop`.
+    reason: &'static str,
+    /// (prompt tokens, generated tokens) after this step.
+    usage: (u64, u64),
+}
+
+/// Moves a request's planned tokens into its generated count and accounts for them: step
+/// totals, speculative drafts (per-position acceptance, truth), the first-token time, and the
+/// TTFT / prefill / ITL histograms (seconds) and llama.cpp prompt window.
+fn account_step(
+    a: &mut Active,
+    now: Instant,
+    totals: &mut StepTotals,
+    mut metrics: Option<&mut MetricsState>,
+    log: Option<&mut TruthLog>,
+) -> Tick {
+    let from = a.generated;
+    let n = a.planned;
+    a.planned = 0;
+    a.prefilling = false;
+    a.generated += n;
+    totals.generated += n;
+    if a.planned_drafts > 0 {
+        totals.drafts += 1;
+        totals.draft_tokens += u64::from(a.planned_drafts);
+        totals.accepted += u64::from(a.planned_accepted);
+        a.draft_tokens += u64::from(a.planned_drafts);
+        a.accepted_tokens += u64::from(a.planned_accepted);
+        if let Some(m) = metrics.as_deref_mut() {
+            for p in &mut m.accepted_per_pos[..a.planned_accepted as usize] {
+                *p += 1;
+            }
+        }
+        if let Some(t) = log.and_then(|l| l.get_mut(a.req.seq)) {
+            t.draft_tokens = a.draft_tokens;
+            t.accepted_draft_tokens = a.accepted_tokens;
+        }
+    }
+    let first = a.first_token.is_none();
+    if first {
+        a.first_token = Some(now);
+    }
+    if let Some(m) = metrics {
+        if first {
+            let admitted = a.admitted.unwrap_or(now);
+            let prefill_s = now.saturating_duration_since(admitted).as_secs_f64();
+            m.hist.ttft.observe(
+                now.saturating_duration_since(a.req.received_at)
+                    .as_secs_f64(),
+            );
+            m.hist.prefill.observe(prefill_s);
+            m.prompt_seconds_total += prefill_s;
+            m.window.prompt_tokens += a.req.prompt_tokens - a.cached;
+            m.window.prompt_seconds += prefill_s;
+        } else if let Some(last) = a.last_emit {
+            m.hist
+                .itl
+                .observe(now.saturating_duration_since(last).as_secs_f64());
+        }
+    }
+    a.last_emit = Some(now);
+    Tick {
+        now,
+        from,
+        n,
+        first,
+        done: a.generated >= a.limit,
+        fault_now: a.req.midstream_fault && from == 0,
+        reason: if a.generated >= a.req.max_tokens {
+            "length"
+        } else {
+            "stop"
+        },
+        usage: (a.req.prompt_tokens, a.generated),
+    }
+}
+
+/// Sends a streamed request's step: the role chunk with the first token where the dialect
+/// does, the token event, and at the end the mid-stream fault or the finish (usage, llama.cpp
+/// timings) and `[DONE]`. A closed connection marks the request dead.
+fn send_stream_step(a: &mut Active, cfg: &SimConfig, t: &Tick) {
+    let (Sink::Stream(tx), Some(frame)) = (&a.req.sink, &a.frame) else {
+        return;
+    };
+    let llama = frame.dialect() == Dialect::Llamacpp;
+    if t.first && cfg.role_chunk && a.req.endpoint == Endpoint::Chat {
+        if llama {
+            // llama-server sends its role chunk together with the first token.
+            let _ = tx.send((format::role_event(frame, None), 0));
+        } else if !cfg.early_role_chunk {
+            // vLLM 0.32 (V1): the role chunk goes out with the first token.
+            let usage = a.req.continuous_usage.then_some((a.req.prompt_tokens, 0));
+            let _ = tx.send((format::role_event(frame, usage), 0));
+        }
+    }
+    let ev = TokenEvent {
+        frame,
+        from: t.from,
+        n: t.n,
+        script: &a.script,
+        finish: (t.done && !t.fault_now && !llama).then_some(t.reason),
+        usage: a.req.continuous_usage.then_some(t.usage),
+    }
+    .encode();
+    // The truth emission time is recorded by the HTTP body when the connection
+    // takes this frame for writing (see `http::stream_body`), not here: bytes
+    // still queued behind other connections have not left the simulator.
+    if tx.send((ev, t.n as u32)).is_err() {
+        a.dead = true;
+        return;
+    }
+    if t.fault_now {
+        let _ = tx.send((Bytes::from_static(format::MIDSTREAM_ERROR), 0));
+        let _ = tx.send((Bytes::from_static(format::DONE), 0));
+        a.finish = Some("error");
+    } else if t.done {
+        if llama {
+            send_llama_finish(a, tx, frame, cfg, t);
+        } else if a.req.include_usage {
+            let _ = tx.send((format::usage_event(frame, t.usage, a.cached, None), 0));
+        }
+        let _ = tx.send((Bytes::from_static(format::DONE), 0));
+        a.finish = Some(t.reason);
+    }
+}
+
+/// llama-server's finish for a streamed request: the finish event with its `timings` (ms)
+/// inline, or (chat with `include_usage`) followed by a usage event carrying them.
+fn send_llama_finish(
+    a: &Active,
+    tx: &mpsc::UnboundedSender<(Bytes, u32)>,
+    frame: &Frame,
+    cfg: &SimConfig,
+    t: &Tick,
+) {
+    let now = t.now;
+    let ms = |from: Option<Instant>, to: Instant| {
+        from.map_or(0.0, |f| to.saturating_duration_since(f).as_secs_f64() * 1e3)
+    };
+    let first_at = a.first_token.unwrap_or(now);
+    let timings = Timings {
+        cache_n: a.cached,
+        prompt_n: a.req.prompt_tokens - a.cached,
+        prompt_ms: ms(a.admitted, first_at),
+        predicted_n: a.generated,
+        predicted_ms: ms(Some(first_at), now),
+        draft: (cfg.spec_tokens > 0).then_some((a.draft_tokens, a.accepted_tokens)),
+    };
+    match a.req.endpoint {
+        Endpoint::Chat => {
+            let inline = (!a.req.include_usage).then_some(&timings);
+            let _ = tx.send((format::finish_event(frame, t.reason, None, inline), 0));
+            if a.req.include_usage {
+                let _ = tx.send((
+                    format::usage_event(frame, t.usage, a.cached, Some(&timings)),
+                    0,
+                ));
+            }
+        }
+        Endpoint::Completion => {
+            let u = a.req.include_usage.then_some((t.usage, a.cached));
+            let _ = tx.send((format::finish_event(frame, t.reason, u, Some(&timings)), 0));
+        }
+    }
+}
+
+/// A unary request's step: appends the step's text to its reasoning / content, records the
+/// emission in the truth log, and when done sends the whole JSON body (a client that went
+/// away marks it dead).
+fn send_unary_step(a: &mut Active, cfg: &SimConfig, log: Option<&mut TruthLog>, t: &Tick) {
+    let Sink::Unary(slot) = &mut a.req.sink else {
+        return;
+    };
+    let (from, n, seq) = (t.from, t.n, a.req.seq);
+    let r_end = (from + n).min(a.script.reasoning_field_end().max(from));
+    if r_end > from {
+        a.reasoning.push_str(&a.script.text(from, r_end - from));
+    }
+    if from + n > r_end {
+        a.content.push_str(&a.script.text(r_end, from + n - r_end));
+    }
+    if let Some(log) = log {
+        log.record_emission(seq, t.now, n as u32);
+    }
+    if t.done {
+        let id = format!("{}{}", a.req.endpoint.id_prefix(), seq);
+        let body = UnaryResponse {
+            endpoint: a.req.endpoint,
+            id: &id,
+            created: a.req.created,
+            model: &cfg.model,
+            reasoning: &a.reasoning,
+            content: &a.content,
+            finish: t.reason,
+            prompt_tokens: a.req.prompt_tokens,
+            completion_tokens: a.generated,
+            cached_tokens: a.cached,
+        }
+        .encode();
+        let sent = slot.take().is_some_and(|tx| tx.send(body).is_ok());
+        if sent {
+            a.finish = Some(t.reason);
+        } else {
+            a.dead = true;
+        }
+    }
+}
+
+/// Counts a retired request in the finish-reason counters (`length`, `stop`, else error).
+fn count_finish(st: &S, a: &Active) {
+    match a.finish {
+        Some("length") => S::add(&st.finished_length, 1),
+        Some("stop") => S::add(&st.finished_stop, 1),
+        _ => S::add(&st.finished_error, 1),
+    }
+}
+
+/// Records a retired request's end in its truth: finish time (the latest seen), reason, and
+/// under `--answer` / an answer key the stated answer and whether it is correct.
+fn record_finish_truth(t: &mut RequestTruth, cfg: &SimConfig, a: &Active, now: Instant) {
+    t.finished_at = Some(t.finished_at.map_or(now, |f| f.max(now)));
+    t.finish_reason = a.finish.map(str::to_string);
+    if cfg.answer.is_some() || a.req.answer.is_some() {
+        // The line is stated only when the request generated its last token (a
+        // max_tokens cut or a mid-stream fault before it leaves no answer).
+        let stated = a
+            .answer
+            .as_ref()
+            .filter(|(end, _, _)| a.generated >= *end && a.finish != Some("error"));
+        t.answer = stated.map(|(_, v, _)| v.clone());
+        t.answer_correct = Some(stated.is_some_and(|(_, _, ok)| *ok));
     }
 }
 

@@ -348,87 +348,19 @@ async fn completion_common(
     if let Err(r) = check_auth(&s, &headers) {
         return r.into_response();
     }
-    let nth = s.completion_counter.fetch_add(1, Relaxed) + 1;
-    if let Some(status) = s.cfg.fault_http_status {
-        let every = u64::from(s.cfg.fault_every);
-        if every > 0 && nth % every == 0 {
-            S::add(&s.stats.faulted, 1);
-            let status = StatusCode::from_u16(status).unwrap_or(StatusCode::INTERNAL_SERVER_ERROR);
-            let mut resp = openai_error(
-                status,
-                error_type(status.as_u16()),
-                &format!("simulated fault (HTTP {})", status.as_u16()),
-            )
-            .into_response();
-            if status == StatusCode::TOO_MANY_REQUESTS {
-                resp.headers_mut()
-                    .insert(header::RETRY_AFTER, HeaderValue::from_static("1"));
-            }
-            return resp;
-        }
+    if let Some(resp) = injected_fault(&s) {
+        return resp;
     }
-    let req: CompletionBody = match parse_json(&body) {
+    let (req, prompt_tokens, blocks) = match read_completion(&s, &body, endpoint) {
         Ok(r) => r,
         Err(r) => return r.into_response(),
     };
-    if let Err(r) = check_model(&s, req.model.as_deref()) {
-        return r.into_response();
-    }
-    let mut sink = PromptSink::new();
-    if let Err(r) = tokenize_prompt(
-        endpoint,
-        req.messages.as_deref(),
-        req.prompt.as_ref(),
-        req.add_generation_prompt.unwrap_or(true),
-        &mut sink,
-    ) {
-        return r.into_response();
-    }
-    let (prompt_tokens, blocks, _) = sink.finish();
-    if prompt_tokens == 0 {
-        return bad_request("The prompt must contain at least one token.").into_response();
-    }
-    let max_len = s.cfg.max_model_len;
-    let what = match endpoint {
-        Endpoint::Chat => "messages",
-        Endpoint::Completion => "prompt",
-    };
-    let max_tokens = match req.max_completion_tokens.or(req.max_tokens) {
-        Some(0) => return bad_request("max_tokens must be at least 1, got 0.").into_response(),
-        Some(m) => {
-            if prompt_tokens.saturating_add(m) > max_len {
-                return bad_request(&format!(
-                    "This model's maximum context length is {max_len} tokens. However, you requested {} tokens ({prompt_tokens} in the {what}, {m} in the completion). Please reduce the length of the {what} or completion.",
-                    prompt_tokens.saturating_add(m)
-                ))
-                .into_response();
-            }
-            m
-        }
-        None => {
-            if prompt_tokens >= max_len {
-                return bad_request(&format!(
-                    "This model's maximum context length is {max_len} tokens. However, your request has {prompt_tokens} input tokens. Please reduce the length of the input {what}."
-                ))
-                .into_response();
-            }
-            max_len - prompt_tokens
-        }
+    let max_tokens = match completion_budget(&s, &req, endpoint, prompt_tokens) {
+        Ok(m) => m,
+        Err(r) => return r.into_response(),
     };
     let stream = req.stream.unwrap_or(false);
-    let (include_usage, continuous) = match &req.stream_options {
-        Some(o) if stream => {
-            let inc = o.include_usage.unwrap_or(false);
-            (
-                inc,
-                // llama.cpp has no continuous usage stats.
-                inc && s.cfg.continuous_usage
-                    && s.cfg.personality != Personality::Llamacpp
-                    && o.continuous_usage_stats.unwrap_or(false),
-            )
-        }
-        _ => (false, false),
-    };
+    let (include_usage, continuous) = usage_options(&s, &req, stream);
     let midstream_fault = stream && {
         let every = u64::from(s.cfg.fault_midstream_every);
         every > 0 && (s.stream_counter.fetch_add(1, Relaxed) + 1) % every == 0
@@ -440,7 +372,7 @@ async fn completion_common(
         prompt_text(req.messages.as_deref(), req.prompt.as_ref())
             .and_then(|p| s.answer_key.get(p.trim()).cloned())
     };
-    let mut new = NewRequest {
+    let new = NewRequest {
         answer,
         seq,
         endpoint,
@@ -458,53 +390,168 @@ async fn completion_common(
     S::add(&s.stats.requests_received, 1);
     tracing::debug!(seq, prompt_tokens, max_tokens, stream, "request accepted");
     if stream {
-        let (tx, mut rx) = mpsc::unbounded_channel::<(Bytes, u32)>();
-        new.sink = Sink::Stream(tx);
-        if s.engine.send(new).is_err() {
-            return engine_gone();
-        }
-        let shared = s.clone();
-        let body = futures_util::stream::poll_fn(move |cx| {
-            rx.poll_recv(cx).map(|o| {
-                o.map(|(bytes, tokens)| {
-                    // hyper writes a frame right after taking it from the body, so this is the
-                    // moment the tokens leave the simulator: the ground-truth emission time.
-                    if tokens > 0 && shared.cfg.record_truth {
-                        shared
-                            .truth_log()
-                            .record_emission(seq, Instant::now(), tokens);
-                    } else if shared.cfg.record_truth && bytes.as_ref() == crate::format::DONE {
-                        shared.truth_log().record_stream_end(seq, Instant::now());
-                    }
-                    Ok::<Bytes, Infallible>(bytes)
-                })
-            })
-        });
-        let mut resp = Response::new(Body::from_stream(body));
-        let h = resp.headers_mut();
-        h.insert(
-            header::CONTENT_TYPE,
-            HeaderValue::from_static("text/event-stream; charset=utf-8"),
-        );
-        h.insert(header::CACHE_CONTROL, HeaderValue::from_static("no-cache"));
-        resp
+        stream_response(s, new)
     } else {
-        let (tx, rx) = oneshot::channel::<Bytes>();
-        new.sink = Sink::Unary(Some(tx));
-        if s.engine.send(new).is_err() {
-            return engine_gone();
-        }
-        match rx.await {
-            Ok(body) => {
-                let mut resp = Response::new(Body::from(body));
-                resp.headers_mut().insert(
-                    header::CONTENT_TYPE,
-                    HeaderValue::from_static("application/json"),
-                );
-                resp
+        unary_response(&s, new).await
+    }
+}
+
+/// `--fault-http-status` every `--fault-every`-th completion request: counts the request and,
+/// when its turn has come, the simulated error response (with `Retry-After: 1` on a 429).
+fn injected_fault(s: &AppState) -> Option<Response> {
+    let nth = s.completion_counter.fetch_add(1, Relaxed) + 1;
+    let status = s.cfg.fault_http_status?;
+    let every = u64::from(s.cfg.fault_every);
+    if every == 0 || nth % every != 0 {
+        return None;
+    }
+    S::add(&s.stats.faulted, 1);
+    let status = StatusCode::from_u16(status).unwrap_or(StatusCode::INTERNAL_SERVER_ERROR);
+    let mut resp = openai_error(
+        status,
+        error_type(status.as_u16()),
+        &format!("simulated fault (HTTP {})", status.as_u16()),
+    )
+    .into_response();
+    if status == StatusCode::TOO_MANY_REQUESTS {
+        resp.headers_mut()
+            .insert(header::RETRY_AFTER, HeaderValue::from_static("1"));
+    }
+    Some(resp)
+}
+
+/// Parses a completion body, checks its model and tokenizes its prompt: the body, the prompt's
+/// tokens and its prefix-cache block hashes. An empty prompt is a 400.
+fn read_completion(
+    s: &AppState,
+    body: &[u8],
+    endpoint: Endpoint,
+) -> Result<(CompletionBody, u64, Vec<u64>), ApiError> {
+    let req: CompletionBody = parse_json(body)?;
+    check_model(s, req.model.as_deref())?;
+    let mut sink = PromptSink::new();
+    tokenize_prompt(
+        endpoint,
+        req.messages.as_deref(),
+        req.prompt.as_ref(),
+        req.add_generation_prompt.unwrap_or(true),
+        &mut sink,
+    )?;
+    let (prompt_tokens, blocks, _) = sink.finish();
+    if prompt_tokens == 0 {
+        return Err(bad_request("The prompt must contain at least one token."));
+    }
+    Ok((req, prompt_tokens, blocks))
+}
+
+/// The request's output budget (tokens): `max_completion_tokens` / `max_tokens` when it fits
+/// the context with the prompt, else the rest of the context; 0, or a request over
+/// `--max-model-len`, is vLLM's 400.
+fn completion_budget(
+    s: &AppState,
+    req: &CompletionBody,
+    endpoint: Endpoint,
+    prompt_tokens: u64,
+) -> Result<u64, ApiError> {
+    let max_len = s.cfg.max_model_len;
+    let what = match endpoint {
+        Endpoint::Chat => "messages",
+        Endpoint::Completion => "prompt",
+    };
+    match req.max_completion_tokens.or(req.max_tokens) {
+        Some(0) => Err(bad_request("max_tokens must be at least 1, got 0.")),
+        Some(m) => {
+            if prompt_tokens.saturating_add(m) > max_len {
+                return Err(bad_request(&format!(
+                    "This model's maximum context length is {max_len} tokens. However, you requested {} tokens ({prompt_tokens} in the {what}, {m} in the completion). Please reduce the length of the {what} or completion.",
+                    prompt_tokens.saturating_add(m)
+                )));
             }
-            Err(_) => engine_gone(),
+            Ok(m)
         }
+        None => {
+            if prompt_tokens >= max_len {
+                return Err(bad_request(&format!(
+                    "This model's maximum context length is {max_len} tokens. However, your request has {prompt_tokens} input tokens. Please reduce the length of the input {what}."
+                )));
+            }
+            Ok(max_len - prompt_tokens)
+        }
+    }
+}
+
+/// `stream_options` of a streamed request: (`include_usage`, continuous usage stats), the
+/// latter only where `--continuous-usage` allows it and never for llama.cpp.
+fn usage_options(s: &AppState, req: &CompletionBody, stream: bool) -> (bool, bool) {
+    match &req.stream_options {
+        Some(o) if stream => {
+            let inc = o.include_usage.unwrap_or(false);
+            (
+                inc,
+                // llama.cpp has no continuous usage stats.
+                inc && s.cfg.continuous_usage
+                    && s.cfg.personality != Personality::Llamacpp
+                    && o.continuous_usage_stats.unwrap_or(false),
+            )
+        }
+        _ => (false, false),
+    }
+}
+
+/// Hands a streamed request to the engine and returns the SSE response whose body forwards
+/// the engine's frames, recording each token frame's ground-truth emission time (and the
+/// stream's end) as hyper takes it for writing.
+fn stream_response(s: AppState, mut new: NewRequest) -> Response {
+    let seq = new.seq;
+    let (tx, mut rx) = mpsc::unbounded_channel::<(Bytes, u32)>();
+    new.sink = Sink::Stream(tx);
+    if s.engine.send(new).is_err() {
+        return engine_gone();
+    }
+    let shared = s;
+    let body = futures_util::stream::poll_fn(move |cx| {
+        rx.poll_recv(cx).map(|o| {
+            o.map(|(bytes, tokens)| {
+                // hyper writes a frame right after taking it from the body, so this is the
+                // moment the tokens leave the simulator: the ground-truth emission time.
+                if tokens > 0 && shared.cfg.record_truth {
+                    shared
+                        .truth_log()
+                        .record_emission(seq, Instant::now(), tokens);
+                } else if shared.cfg.record_truth && bytes.as_ref() == crate::format::DONE {
+                    shared.truth_log().record_stream_end(seq, Instant::now());
+                }
+                Ok::<Bytes, Infallible>(bytes)
+            })
+        })
+    });
+    let mut resp = Response::new(Body::from_stream(body));
+    let h = resp.headers_mut();
+    h.insert(
+        header::CONTENT_TYPE,
+        HeaderValue::from_static("text/event-stream; charset=utf-8"),
+    );
+    h.insert(header::CACHE_CONTROL, HeaderValue::from_static("no-cache"));
+    resp
+}
+
+/// Hands a unary request to the engine and waits for its whole JSON body.
+async fn unary_response(s: &AppState, mut new: NewRequest) -> Response {
+    let (tx, rx) = oneshot::channel::<Bytes>();
+    new.sink = Sink::Unary(Some(tx));
+    if s.engine.send(new).is_err() {
+        return engine_gone();
+    }
+    match rx.await {
+        Ok(body) => {
+            let mut resp = Response::new(Body::from(body));
+            resp.headers_mut().insert(
+                header::CONTENT_TYPE,
+                HeaderValue::from_static("application/json"),
+            );
+            resp
+        }
+        Err(_) => engine_gone(),
     }
 }
 

@@ -479,6 +479,20 @@ fn vllm(cfg: &crate::SimConfig, st: &EngineStats, m: &MetricsState) -> String {
         created: Some(m.created_unix),
         num: py_float,
     };
+    vllm_scheduler(&mut w, st);
+    vllm_tokens(&mut w, st);
+    vllm_request_success(&mut w, st);
+    if cfg.spec_tokens > 0 {
+        vllm_spec_decode(&mut w, st, m);
+    }
+    vllm_histograms(&mut w, &m.hist);
+    vllm_cache_config_info(&mut w, cfg, st);
+    w.out
+}
+
+/// vLLM scheduler gauges: running and waiting requests (waiting by reason, all `capacity`)
+/// and KV-cache usage (a fraction, 1 = full).
+fn vllm_scheduler(w: &mut Writer, st: &EngineStats) {
     let f = |v: u64| v as f64;
     w.gauge(
         "vllm:num_requests_running",
@@ -503,6 +517,12 @@ fn vllm(cfg: &crate::SimConfig, st: &EngineStats, m: &MetricsState) -> String {
         "KV-cache usage. 1 means 100 percent usage.",
         ratio(st.kv_blocks_used, st.kv_blocks_total),
     );
+}
+
+/// vLLM token counters: prefix-cache queries and hits, preemptions, prompt tokens (by
+/// source, cached) and generation tokens (tokens).
+fn vllm_tokens(w: &mut Writer, st: &EngineStats) {
+    let f = |v: u64| v as f64;
     w.counter(
         "vllm:prefix_cache_queries",
         "Prefix cache queries, in terms of number of queried tokens.",
@@ -545,6 +565,12 @@ fn vllm(cfg: &crate::SimConfig, st: &EngineStats, m: &MetricsState) -> String {
         "Number of generation tokens processed.",
         f(st.generation_tokens_total),
     );
+}
+
+/// `vllm:request_success` by finished reason (stop, length, abort = cancelled, error,
+/// repetition = 0).
+fn vllm_request_success(w: &mut Writer, st: &EngineStats) {
+    let f = |v: u64| v as f64;
     w.counter_series(
         "vllm:request_success",
         "Count of successfully processed requests.",
@@ -568,41 +594,49 @@ fn vllm(cfg: &crate::SimConfig, st: &EngineStats, m: &MetricsState) -> String {
             (&[("finished_reason", "repetition")], 0.0),
         ],
     );
-    if cfg.spec_tokens > 0 {
-        w.counter(
-            "vllm:spec_decode_num_drafts",
-            "Number of spec decoding drafts.",
-            f(st.spec_drafts_total),
-        );
-        w.counter(
-            "vllm:spec_decode_num_draft_tokens",
-            "Number of draft tokens.",
-            f(st.spec_draft_tokens_total),
-        );
-        w.counter(
-            "vllm:spec_decode_num_accepted_tokens",
-            "Number of accepted tokens.",
-            f(st.spec_accepted_tokens_total),
-        );
-        let positions: Vec<String> = (0..m.accepted_per_pos.len())
-            .map(|i| i.to_string())
-            .collect();
-        let labels: Vec<[(&str, &str); 1]> = positions
-            .iter()
-            .map(|p| [("position", p.as_str())])
-            .collect();
-        let series: Vec<(Labels<'_>, f64)> = labels
-            .iter()
-            .zip(&m.accepted_per_pos)
-            .map(|(l, &v)| (&l[..], f(v)))
-            .collect();
-        w.counter_series(
-            "vllm:spec_decode_num_accepted_tokens_per_pos",
-            "Accepted tokens per draft position.",
-            &series,
-        );
-    }
-    let h = &m.hist;
+}
+
+/// vLLM speculative-decoding counters (drafts, draft and accepted tokens, accepted tokens per
+/// draft position); written only when speculative decoding is on.
+fn vllm_spec_decode(w: &mut Writer, st: &EngineStats, m: &MetricsState) {
+    let f = |v: u64| v as f64;
+    w.counter(
+        "vllm:spec_decode_num_drafts",
+        "Number of spec decoding drafts.",
+        f(st.spec_drafts_total),
+    );
+    w.counter(
+        "vllm:spec_decode_num_draft_tokens",
+        "Number of draft tokens.",
+        f(st.spec_draft_tokens_total),
+    );
+    w.counter(
+        "vllm:spec_decode_num_accepted_tokens",
+        "Number of accepted tokens.",
+        f(st.spec_accepted_tokens_total),
+    );
+    let positions: Vec<String> = (0..m.accepted_per_pos.len())
+        .map(|i| i.to_string())
+        .collect();
+    let labels: Vec<[(&str, &str); 1]> = positions
+        .iter()
+        .map(|p| [("position", p.as_str())])
+        .collect();
+    let series: Vec<(Labels<'_>, f64)> = labels
+        .iter()
+        .zip(&m.accepted_per_pos)
+        .map(|(l, &v)| (&l[..], f(v)))
+        .collect();
+    w.counter_series(
+        "vllm:spec_decode_num_accepted_tokens_per_pos",
+        "Accepted tokens per draft position.",
+        &series,
+    );
+}
+
+/// vLLM request histograms: prompt and generation tokens, and TTFT, ITL, TPOT, E2E, queue,
+/// prefill and decode times (seconds).
+fn vllm_histograms(w: &mut Writer, h: &Hists) {
     w.histogram(
         "vllm:request_prompt_tokens",
         "Number of prefill tokens processed.",
@@ -657,6 +691,11 @@ fn vllm(cfg: &crate::SimConfig, st: &EngineStats, m: &MetricsState) -> String {
         &h.decode,
         &[],
     );
+}
+
+/// `vllm:cache_config_info`: an info gauge (value 1.0) with the KV-cache configuration in its
+/// labels and no base labels besides `engine`.
+fn vllm_cache_config_info(w: &mut Writer, cfg: &crate::SimConfig, st: &EngineStats) {
     // Info gauge: the configuration is in the labels (string values), engine label only.
     let blocks = st.kv_blocks_total.to_string();
     let block_size = cfg.block_size.to_string();
@@ -689,7 +728,6 @@ fn vllm(cfg: &crate::SimConfig, st: &EngineStats, m: &MetricsState) -> String {
         "gauge",
     );
     w.sample("vllm:cache_config_info", &labels, "1.0");
-    w.out
 }
 
 fn sglang(cfg: &crate::SimConfig, st: &EngineStats, m: &MetricsState) -> String {
