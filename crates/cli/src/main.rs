@@ -360,11 +360,42 @@ pub(crate) enum AnyResults {
     Task(Box<servebench_results::task::TaskResults>),
 }
 
+/// Largest input file servebench reads (a results file, a record to import), bytes.
+pub(crate) const MAX_INPUT_BYTES: u64 = 1 << 30;
+
+/// The text of the input file `path`: a regular file (a FIFO, a device such as /dev/zero or a
+/// directory is refused at once, never read or waited on) of at most [`MAX_INPUT_BYTES`].
+pub(crate) fn read_input_file(path: &std::path::Path) -> anyhow::Result<String> {
+    use std::io::Read as _;
+    let shown = path.display();
+    let meta = std::fs::metadata(path).with_context(|| format!("cannot read {shown}"))?;
+    if !meta.is_file() {
+        anyhow::bail!("cannot read {shown}: not a regular file (a directory, FIFO or device)");
+    }
+    if meta.len() > MAX_INPUT_BYTES {
+        anyhow::bail!(
+            "cannot read {shown}: {} bytes, over the {} MiB limit for input files",
+            meta.len(),
+            MAX_INPUT_BYTES >> 20
+        );
+    }
+    let mut text = String::new();
+    std::fs::File::open(path)
+        .and_then(|f| f.take(MAX_INPUT_BYTES + 1).read_to_string(&mut text))
+        .with_context(|| format!("cannot read {shown}"))?;
+    if text.len() as u64 > MAX_INPUT_BYTES {
+        anyhow::bail!(
+            "cannot read {shown}: it grew past the {} MiB limit for input files while it was read",
+            MAX_INPUT_BYTES >> 20
+        );
+    }
+    Ok(text)
+}
+
 pub(crate) fn read_results(
     path: &std::path::Path,
 ) -> anyhow::Result<(serde_json::Value, AnyResults)> {
-    let text =
-        std::fs::read_to_string(path).with_context(|| format!("cannot read {}", path.display()))?;
+    let text = read_input_file(path)?;
     let value = match serde_json::from_str::<serde_json::Value>(&text) {
         Ok(v) => v,
         Err(e) => servebench_results::extract_json_object(&text).ok_or_else(|| {

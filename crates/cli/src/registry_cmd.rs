@@ -96,8 +96,7 @@ pub fn cmd_registry(a: RegistryArgs) -> anyhow::Result<ExitCode> {
             // Every file is staged in memory first; then all are written or none.
             let mut outcomes = Vec::new();
             for f in &files {
-                let text = std::fs::read_to_string(f)
-                    .with_context(|| format!("cannot read {}", f.display()))?;
+                let text = crate::read_input_file(f)?;
                 // The cause says "nothing was written" when it is a refused write; say it once.
                 let out = import::stage_text(&mut reg, &text, &f.display().to_string(), now)
                     .map_err(|e| {

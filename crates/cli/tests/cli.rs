@@ -1129,3 +1129,53 @@ fn run_help_has_groups_and_examples_that_parse() {
         }
     }
 }
+
+/// `validate` (and every command that reads a results file) refuses a FIFO or a device at once
+/// instead of waiting on it or reading it without end (break-it round 3: `validate FIFO` blocked,
+/// `validate /dev/zero` read until out of memory).
+#[test]
+fn input_files_that_are_no_regular_files_are_refused_at_once() {
+    let dir = tempfile::tempdir().unwrap();
+    let fifo = dir.path().join("in.fifo");
+    let made = std::process::Command::new("mkfifo")
+        .arg(&fifo)
+        .status()
+        .is_ok_and(|s| s.success());
+    let mut inputs = vec![
+        std::path::PathBuf::from("/dev/zero"),
+        dir.path().to_path_buf(),
+    ];
+    if made {
+        inputs.push(fifo);
+    }
+    for input in inputs {
+        for cmd in [
+            vec!["validate"],
+            vec!["report"],
+            vec!["registry", "import", "--registry"],
+        ] {
+            let mut c = std::process::Command::new(env!("CARGO_BIN_EXE_servebench"));
+            c.args(&cmd);
+            if cmd[0] == "registry" {
+                c.arg(dir.path().join("reg"));
+            }
+            let child = c
+                .arg(&input)
+                .stdin(std::process::Stdio::null())
+                .stdout(std::process::Stdio::piped())
+                .stderr(std::process::Stdio::piped())
+                .spawn()
+                .unwrap();
+            let e = common::wait_for(child, Duration::from_secs(20));
+            let status = e
+                .status
+                .unwrap_or_else(|| panic!("{cmd:?} {input:?} still running"));
+            assert!(!status.success(), "{cmd:?} {input:?}");
+            assert!(
+                e.stderr.contains("not a regular file"),
+                "{cmd:?} {input:?}: {}",
+                e.stderr
+            );
+        }
+    }
+}

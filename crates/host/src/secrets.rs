@@ -26,7 +26,7 @@ pub const REDACTED: &str = "<redacted>";
 /// Name fragments that mark a secret (upper case). `PASS` and `PW` count as a whole
 /// `_`-separated word only (`--pass`, `DB_PASS`, `--admin-pw`; not `PASSTHROUGH`, `BYPASS`,
 /// `PWD`).
-pub const SECRET_MARKERS: [&str; 9] = [
+pub const SECRET_MARKERS: [&str; 11] = [
     "KEY",
     "TOKEN",
     "SECRET",
@@ -36,6 +36,8 @@ pub const SECRET_MARKERS: [&str; 9] = [
     "CREDENTIAL",
     "BEARER",
     "COOKIE",
+    "HMAC",
+    "LICENSE",
 ];
 
 /// Short flags whose value is a secret (`-k` is the API key of several servers and clients).
@@ -490,6 +492,30 @@ impl Scrubber {
             }
             _ => {}
         }
+    }
+}
+
+#[cfg(test)]
+mod round3_tests {
+    use super::*;
+
+    #[test]
+    fn hmac_and_license_flags_are_secrets() {
+        // break-it round 3: `--hmac X` and `--license X` stayed in clear text
+        let args: Vec<String> = [
+            "serve",
+            "--hmac",
+            "s3cr3t-h",
+            "--license=s3cr3t-l",
+            "--port",
+            "8000",
+        ]
+        .iter()
+        .map(|s| s.to_string())
+        .collect();
+        let out = redact_args(&args).join(" ");
+        assert!(!out.contains("s3cr3t"), "{out}");
+        assert!(out.contains("--port 8000"), "{out}");
     }
 }
 
