@@ -200,17 +200,52 @@ fn matrix_table(out: &mut String, cells: &[CellResult], show: bool, pcts: &[f64]
     out.push_str("</table>\n");
 }
 
+/// What the decode layers of the HTML report share: the value switch and the percentiles.
+struct HtmlCtx {
+    /// Raw tok/s in capacity-limited cells.
+    show: bool,
+    /// The TTFT / ITL percentiles shown in the matrices.
+    pcts: Vec<f64>,
+}
+
 /// The HTML report of `r`.
 ///
 /// # Errors
 /// A drawing error from the plotting library.
 pub fn render_html(r: &Results, opts: &ReportOptions) -> anyhow::Result<String> {
     let m = &r.metadata;
-    let show = opts.show_capacity_limited_values || m.show_capacity_limited_values;
-    let pcts = opts.percentiles();
+    let cx = HtmlCtx {
+        show: opts.show_capacity_limited_values || m.show_capacity_limited_values,
+        pcts: opts.percentiles(),
+    };
     let title = format!("servebench report — {}", m.model);
     let mut out = head(&title);
-    let _ = writeln!(out, "<h1>{}</h1>", esc(&title));
+    html_intro(&mut out, r, &title);
+    html_summary(&mut out, r);
+    for (li, layer) in layers(r).into_iter().enumerate() {
+        html_layer(&mut out, &cx, li, &layer)?;
+    }
+    html_prefill(&mut out, r)?;
+    out.push_str(&crate::rate::html(r));
+    html_problems(&mut out, r);
+    html_warnings(&mut out, r);
+    html_methodology(&mut out, r);
+    if !r.event_log.is_empty() {
+        let _ = writeln!(
+            out,
+            "<h2 id=\"event-log\">Event log</h2>\n<details><summary>{} lines (click to open)</summary><pre>{}</pre></details>",
+            r.event_log.len(),
+            esc(&r.event_log.join("\n"))
+        );
+    }
+    out.push_str("</body>\n</html>\n");
+    Ok(out)
+}
+
+/// The page title, who wrote it when, and the interrupted notice.
+fn html_intro(out: &mut String, r: &Results, title: &str) {
+    let m = &r.metadata;
+    let _ = writeln!(out, "<h1>{}</h1>", esc(title));
     let _ = writeln!(
         out,
         "<p class=\"note\">Written by {} on {}. This page is self-contained: it loads nothing from the network.</p>",
@@ -222,9 +257,11 @@ pub fn render_html(r: &Results, opts: &ReportOptions) -> anyhow::Result<String> 
             "<p class=\"warn\"><b>The run was interrupted: these are partial results.</b></p>\n",
         );
     }
+}
 
-    // Summary.
-    out.push_str("<h2 id=\"summary\">Run summary</h2>\n<table>\n");
+/// The rows of the run summary table (empty values are left out when written).
+fn summary_facts(r: &Results) -> Vec<(&'static str, String)> {
+    let m = &r.metadata;
     let host = r
         .startup_diagnostics
         .get("hostname")
@@ -239,7 +276,7 @@ pub fn render_html(r: &Results, opts: &ReportOptions) -> anyhow::Result<String> 
     } else {
         "unknown".into()
     };
-    let facts: Vec<(&str, String)> = vec![
+    vec![
         ("engine", cells::engine_label(r)),
         ("model", m.model.clone()),
         (
@@ -277,8 +314,13 @@ pub fn render_html(r: &Results, opts: &ReportOptions) -> anyhow::Result<String> 
                 format!("not available: {}", m.metrics_warning)
             },
         ),
-    ];
-    for (k, v) in facts {
+    ]
+}
+
+/// The run summary table, with the run's flags when the file has them.
+fn html_summary(out: &mut String, r: &Results) {
+    out.push_str("<h2 id=\"summary\">Run summary</h2>\n<table>\n");
+    for (k, v) in summary_facts(r) {
         if !v.trim().is_empty() {
             let _ = writeln!(
                 out,
@@ -306,282 +348,292 @@ pub fn render_html(r: &Results, opts: &ReportOptions) -> anyhow::Result<String> 
         let _ = writeln!(out, "<tr><th>flags</th><td>{}</td></tr>", flags.join(" "));
     }
     out.push_str("</table>\n");
+}
 
-    // Decode layers.
-    for (li, layer) in layers(r).into_iter().enumerate() {
-        let _ = writeln!(
-            out,
-            "<h2 id=\"layer-{}\">{}</h2>",
-            layer.id,
-            esc(layer.title)
-        );
-        let _ = writeln!(
-            out,
-            "<p class=\"note\">Aggregate decode tok/s per cell (rows: context in prompt tokens, columns: concurrency C); the greener, the faster. Under each value: TTFT and per-token ITL at {}.</p>",
-            pcts.iter().map(|&p| pct_label(p)).collect::<Vec<_>>().join(", ")
-        );
-        matrix_table(&mut out, layer.cells, show, &pcts);
-        let legend = crate::legend(layer.cells, show);
-        if !legend.is_empty() {
-            out.push_str("<ul class=\"note\">");
-            for l in legend {
-                let _ = write!(out, "<li>{}</li>", esc(&l));
-            }
-            out.push_str("</ul>\n");
+/// One decode layer (`li`: its index): heading, matrix, legend, plots and distributions.
+fn html_layer(
+    out: &mut String,
+    cx: &HtmlCtx,
+    li: usize,
+    layer: &cells::Layer<'_>,
+) -> anyhow::Result<()> {
+    let show = cx.show;
+    let _ = writeln!(
+        out,
+        "<h2 id=\"layer-{}\">{}</h2>",
+        layer.id,
+        esc(layer.title)
+    );
+    let _ = writeln!(
+        out,
+        "<p class=\"note\">Aggregate decode tok/s per cell (rows: context in prompt tokens, columns: concurrency C); the greener, the faster. Under each value: TTFT and per-token ITL at {}.</p>",
+        cx.pcts.iter().map(|&p| pct_label(p)).collect::<Vec<_>>().join(", ")
+    );
+    matrix_table(out, layer.cells, show, &cx.pcts);
+    let legend = crate::legend(layer.cells, show);
+    if !legend.is_empty() {
+        out.push_str("<ul class=\"note\">");
+        for l in legend {
+            let _ = write!(out, "<li>{}</li>", esc(&l));
         }
-        let ctx_name = |x: u64| format!("ctx {}", format_context(x));
-        let cells = layer.cells;
-        let mut ttft = series_vs_c(
-            cells,
-            show,
-            &|c| ms(c.ttft_p50),
-            &|x| format!("ctx {} p50", format_context(x)),
-            0,
-            false,
-        );
-        ttft.extend(series_vs_c(
-            cells,
-            show,
-            &|c| ms(c.ttft_p99),
-            &|x| format!("ctx {} p99", format_context(x)),
-            0,
-            true,
-        ));
-        let mut itl = series_vs_c(
-            cells,
-            show,
-            &|c| ms(c.inter_token_latency_p50),
-            &|x| format!("ctx {} p50", format_context(x)),
-            0,
-            false,
-        );
-        itl.extend(series_vs_c(
-            cells,
-            show,
-            &|c| ms(c.inter_token_latency_p99),
-            &|x| format!("ctx {} p99", format_context(x)),
-            0,
-            true,
-        ));
-        let (_, xs) = axes(cells);
-        let frontier: Vec<Series> = xs
-            .iter()
-            .enumerate()
-            .map(|(i, &x)| {
-                let pts: Vec<&CellResult> = cells
-                    .iter()
-                    .filter(|c| c.context_tokens == x && shown(c, show))
-                    .filter(|c| c.aggregate_tps.is_some() && per_user_tps(c).is_some())
-                    .collect();
-                let mut pts = pts;
-                pts.sort_by_key(|c| c.concurrency);
-                Series {
-                    name: ctx_name(x),
-                    points: pts
-                        .iter()
-                        .map(|c| {
-                            (
-                                c.aggregate_tps.unwrap_or(0.0),
-                                per_user_tps(c).unwrap_or(0.0),
-                            )
-                        })
-                        .collect(),
-                    point_labels: Some(
-                        pts.iter().map(|c| format!("C={}", c.concurrency)).collect(),
-                    ),
-                    color: i,
-                    dashed: false,
-                }
-            })
-            .filter(|s| !s.points.is_empty())
-            .collect();
-        let mut charts = vec![
-            Chart {
-                title: "Aggregate decode tok/s vs concurrency",
-                x_desc: "concurrency C (streams in flight)",
-                y_desc: "aggregate tok/s",
-                x_scale: XScale::Log2,
-                series: series_vs_c(cells, show, &|c| c.aggregate_tps, &ctx_name, 0, false),
-            },
-            Chart {
-                title: "Per-user speed vs server throughput (labels: C)",
-                x_desc: "aggregate tok/s",
-                y_desc: "per-user tok/s (p50 of 1/ITL)",
-                x_scale: XScale::Linear,
-                series: frontier,
-            },
-            Chart {
-                title: "TTFT vs concurrency (solid p50, dashed p99)",
-                x_desc: "concurrency C",
-                y_desc: "TTFT, ms",
-                x_scale: XScale::Log2,
-                series: ttft,
-            },
-            Chart {
-                title: "ITL per token vs concurrency (solid p50, dashed p99)",
-                x_desc: "concurrency C",
-                y_desc: "ITL, ms",
-                x_scale: XScale::Log2,
-                series: itl,
-            },
-        ];
-        if layer.id != "sustained" {
-            charts.push(Chart {
-                title: "Request latency (E2E) vs concurrency (solid p50, dashed p99)",
-                x_desc: "concurrency C",
-                y_desc: "request latency, s",
-                x_scale: XScale::Log2,
-                series: {
-                    let mut s = series_vs_c(
-                        cells,
-                        show,
-                        &|c| c.request_latency_p50,
-                        &|x| format!("ctx {} p50", format_context(x)),
-                        0,
-                        false,
-                    );
-                    s.extend(series_vs_c(
-                        cells,
-                        show,
-                        &|c| c.request_latency_p99,
-                        &|x| format!("ctx {} p99", format_context(x)),
-                        0,
-                        true,
-                    ));
-                    s
-                },
-            });
-        }
-        plots(&mut out, &charts)?;
-
-        // Distributions from the request samples.
-        let with_samples: Vec<&CellResult> = cells
-            .iter()
-            .filter(|c| c.status == CellStatus::Ok && !c.request_samples.is_empty())
-            .collect();
-        if !with_samples.is_empty() {
-            let _ = writeln!(
-                out,
-                "<h3>Distributions per cell ({})</h3>\n<p class=\"note\">Share of a cell's requests (y) whose TTFT or per-token ITL is at most x, from the per-request samples in the file; one line per concurrency C.</p>",
-                esc(layer.title)
-            );
-            let mut charts_owned: Vec<(String, String, Vec<Series>, Vec<Series>)> = Vec::new();
-            for &x in &xs {
-                let mut at_x: Vec<&&CellResult> = with_samples
-                    .iter()
-                    .filter(|c| c.context_tokens == x)
-                    .collect();
-                if at_x.is_empty() {
-                    continue;
-                }
-                at_x.sort_by_key(|c| c.concurrency);
-                let mk = |metric: Metric| -> Vec<Series> {
-                    at_x.iter()
-                        .enumerate()
-                        .map(|(i, c)| Series {
-                            name: format!("C={}", c.concurrency),
-                            points: cdf(&metric.sample_values(c))
-                                .into_iter()
-                                .map(|(v, y)| (v * 1e3, y))
-                                .collect(),
-                            point_labels: None,
-                            color: i,
-                            dashed: false,
-                        })
-                        .filter(|s| !s.points.is_empty())
-                        .collect()
-                };
-                charts_owned.push((
-                    format!("TTFT distribution, ctx {}", format_context(x)),
-                    format!("ITL distribution, ctx {}", format_context(x)),
-                    mk(Metric::Ttft),
-                    mk(Metric::Itl),
-                ));
-            }
-            let charts: Vec<Chart<'_>> = charts_owned
-                .iter()
-                .flat_map(|(t1, t2, s1, s2)| {
-                    [
-                        Chart {
-                            title: t1,
-                            x_desc: "TTFT, ms",
-                            y_desc: "requests, % (cumulative)",
-                            x_scale: XScale::Linear,
-                            series: s1.clone(),
-                        },
-                        Chart {
-                            title: t2,
-                            x_desc: "per-token ITL of a request, ms",
-                            y_desc: "requests, % (cumulative)",
-                            x_scale: XScale::Linear,
-                            series: s2.clone(),
-                        },
-                    ]
-                })
-                .collect();
-            plots(&mut out, &charts)?;
-        } else if li == 0 {
-            out.push_str("<p class=\"note\">This file has no per-request samples, so no per-cell distributions are shown.</p>\n");
-        }
+        out.push_str("</ul>\n");
     }
+    plots(out, &layer_charts(layer, show))?;
+    html_distributions(out, layer, li == 0)
+}
 
-    // Prefill.
-    if !r.prefill.is_empty() || !r.prefill_warm.is_empty() {
-        out.push_str("<h2 id=\"prefill\">Prefill</h2>\n<p class=\"note\">Prefill speed = prompt tokens / TTFT of a cold request with max_tokens=1. Warm-prefix rows send the same prompt again: most of it is then served from the prefix cache, so they are not comparable with cold rows (their speed counts only the uncached prompt tokens).</p>\n");
-        out.push_str("<table><tr><th>kind</th><th>context</th><th>prompt tokens</th><th>TTFT, s</th><th>tok/s</th><th>cached tokens</th><th>measured by</th><th>status</th></tr>\n");
-        for (kind, map) in [("cold", &r.prefill), ("warm prefix", &r.prefill_warm)] {
-            for (label, _, row) in by_context(map) {
-                let _ = writeln!(
-                    out,
-                    "<tr><td>{kind}</td><td>{}</td><td class=\"num\">{}</td><td class=\"num\">{}</td><td class=\"num\">{}</td><td class=\"num\">{}</td><td>{}</td><td>{}</td></tr>",
-                    esc(&label),
-                    row.prompt_tokens.map(|t| t.to_string()).unwrap_or_else(|| "-".into()),
-                    row.ttft_seconds.map(|t| format!("{t:.3}")).unwrap_or_else(|| "-".into()),
-                    row.tok_per_sec.map(|t| format!("{t:.0}")).unwrap_or_else(|| "-".into()),
-                    row.cached_tokens.map(|t| t.to_string()).unwrap_or_else(|| "-".into()),
-                    esc(&cells::prefill_method_words(row.method)),
-                    esc(&match (&row.status, &row.status_reason) {
-                        (Some(s), Some(why)) if !why.is_empty() => format!("{}: {why}", s.as_str()),
-                        (Some(s), _) => s.as_str().to_string(),
-                        (None, _) => "ok".into(),
+/// Per-context p50 (solid) then p99 (dashed) series of a latency against C.
+fn p50_p99_vs_c(
+    cells: &[CellResult],
+    show: bool,
+    p50: &dyn Fn(&CellResult) -> Option<f64>,
+    p99: &dyn Fn(&CellResult) -> Option<f64>,
+) -> Vec<Series> {
+    let mut s = series_vs_c(
+        cells,
+        show,
+        p50,
+        &|x| format!("ctx {} p50", format_context(x)),
+        0,
+        false,
+    );
+    s.extend(series_vs_c(
+        cells,
+        show,
+        p99,
+        &|x| format!("ctx {} p99", format_context(x)),
+        0,
+        true,
+    ));
+    s
+}
+
+/// Per-context series of per-user tok/s against aggregate tok/s, each point labelled by C.
+fn frontier_series(cells: &[CellResult], show: bool) -> Vec<Series> {
+    let (_, xs) = axes(cells);
+    xs.iter()
+        .enumerate()
+        .map(|(i, &x)| {
+            let pts: Vec<&CellResult> = cells
+                .iter()
+                .filter(|c| c.context_tokens == x && shown(c, show))
+                .filter(|c| c.aggregate_tps.is_some() && per_user_tps(c).is_some())
+                .collect();
+            let mut pts = pts;
+            pts.sort_by_key(|c| c.concurrency);
+            Series {
+                name: format!("ctx {}", format_context(x)),
+                points: pts
+                    .iter()
+                    .map(|c| {
+                        (
+                            c.aggregate_tps.unwrap_or(0.0),
+                            per_user_tps(c).unwrap_or(0.0),
+                        )
                     })
-                );
+                    .collect(),
+                point_labels: Some(pts.iter().map(|c| format!("C={}", c.concurrency)).collect()),
+                color: i,
+                dashed: false,
             }
-        }
-        out.push_str("</table>\n");
-        let series: Vec<Series> = [
-            ("cold", &r.prefill, false),
-            ("warm prefix (uncached part)", &r.prefill_warm, true),
-        ]
-        .into_iter()
-        .map(|(name, map, dashed)| Series {
-            name: name.into(),
-            points: by_context(map)
-                .into_iter()
-                .filter(|(_, n, row)| n.is_some() && prefill_ok(row))
-                .map(|(_, n, row)| (n.unwrap_or(0) as f64, row.tok_per_sec.unwrap_or(0.0)))
-                .collect(),
-            point_labels: None,
-            color: 0,
-            dashed,
         })
         .filter(|s| !s.points.is_empty())
-        .collect();
-        plots(
-            &mut out,
-            &[Chart {
-                title: "Prefill tok/s vs context",
-                x_desc: "context, prompt tokens",
-                y_desc: "prefill tok/s",
-                x_scale: XScale::Linear,
-                series,
-            }],
-        )?;
+        .collect()
+}
+
+/// A layer's plots: aggregate tok/s, the per-user frontier, TTFT and ITL against C, and the
+/// request latency for the finite layers.
+fn layer_charts(layer: &cells::Layer<'_>, show: bool) -> Vec<Chart<'static>> {
+    let cells = layer.cells;
+    let ctx_name = |x: u64| format!("ctx {}", format_context(x));
+    let mut charts = vec![
+        Chart {
+            title: "Aggregate decode tok/s vs concurrency",
+            x_desc: "concurrency C (streams in flight)",
+            y_desc: "aggregate tok/s",
+            x_scale: XScale::Log2,
+            series: series_vs_c(cells, show, &|c| c.aggregate_tps, &ctx_name, 0, false),
+        },
+        Chart {
+            title: "Per-user speed vs server throughput (labels: C)",
+            x_desc: "aggregate tok/s",
+            y_desc: "per-user tok/s (p50 of 1/ITL)",
+            x_scale: XScale::Linear,
+            series: frontier_series(cells, show),
+        },
+        Chart {
+            title: "TTFT vs concurrency (solid p50, dashed p99)",
+            x_desc: "concurrency C",
+            y_desc: "TTFT, ms",
+            x_scale: XScale::Log2,
+            series: p50_p99_vs_c(cells, show, &|c| ms(c.ttft_p50), &|c| ms(c.ttft_p99)),
+        },
+        Chart {
+            title: "ITL per token vs concurrency (solid p50, dashed p99)",
+            x_desc: "concurrency C",
+            y_desc: "ITL, ms",
+            x_scale: XScale::Log2,
+            series: p50_p99_vs_c(cells, show, &|c| ms(c.inter_token_latency_p50), &|c| {
+                ms(c.inter_token_latency_p99)
+            }),
+        },
+    ];
+    if layer.id != "sustained" {
+        charts.push(Chart {
+            title: "Request latency (E2E) vs concurrency (solid p50, dashed p99)",
+            x_desc: "concurrency C",
+            y_desc: "request latency, s",
+            x_scale: XScale::Log2,
+            series: p50_p99_vs_c(cells, show, &|c| c.request_latency_p50, &|c| {
+                c.request_latency_p99
+            }),
+        });
     }
+    charts
+}
 
-    out.push_str(&crate::rate::html(r));
+/// Per-concurrency CDF series of `metric` (ms) over the cells of one context.
+fn cdf_series(at_x: &[&&CellResult], metric: Metric) -> Vec<Series> {
+    at_x.iter()
+        .enumerate()
+        .map(|(i, c)| Series {
+            name: format!("C={}", c.concurrency),
+            points: cdf(&metric.sample_values(c))
+                .into_iter()
+                .map(|(v, y)| (v * 1e3, y))
+                .collect(),
+            point_labels: None,
+            color: i,
+            dashed: false,
+        })
+        .filter(|s| !s.points.is_empty())
+        .collect()
+}
 
-    // Cells not measured.
+/// A layer's per-cell TTFT and ITL distributions from the request samples; for the `first`
+/// layer, a note when the file has none.
+fn html_distributions(
+    out: &mut String,
+    layer: &cells::Layer<'_>,
+    first: bool,
+) -> anyhow::Result<()> {
+    let cells = layer.cells;
+    let with_samples: Vec<&CellResult> = cells
+        .iter()
+        .filter(|c| c.status == CellStatus::Ok && !c.request_samples.is_empty())
+        .collect();
+    if with_samples.is_empty() {
+        if first {
+            out.push_str("<p class=\"note\">This file has no per-request samples, so no per-cell distributions are shown.</p>\n");
+        }
+        return Ok(());
+    }
+    let _ = writeln!(
+        out,
+        "<h3>Distributions per cell ({})</h3>\n<p class=\"note\">Share of a cell's requests (y) whose TTFT or per-token ITL is at most x, from the per-request samples in the file; one line per concurrency C.</p>",
+        esc(layer.title)
+    );
+    let (_, xs) = axes(cells);
+    let mut charts_owned: Vec<(String, String, Vec<Series>, Vec<Series>)> = Vec::new();
+    for &x in &xs {
+        let mut at_x: Vec<&&CellResult> = with_samples
+            .iter()
+            .filter(|c| c.context_tokens == x)
+            .collect();
+        if at_x.is_empty() {
+            continue;
+        }
+        at_x.sort_by_key(|c| c.concurrency);
+        charts_owned.push((
+            format!("TTFT distribution, ctx {}", format_context(x)),
+            format!("ITL distribution, ctx {}", format_context(x)),
+            cdf_series(&at_x, Metric::Ttft),
+            cdf_series(&at_x, Metric::Itl),
+        ));
+    }
+    let charts: Vec<Chart<'_>> = charts_owned
+        .iter()
+        .flat_map(|(t1, t2, s1, s2)| {
+            [
+                Chart {
+                    title: t1,
+                    x_desc: "TTFT, ms",
+                    y_desc: "requests, % (cumulative)",
+                    x_scale: XScale::Linear,
+                    series: s1.clone(),
+                },
+                Chart {
+                    title: t2,
+                    x_desc: "per-token ITL of a request, ms",
+                    y_desc: "requests, % (cumulative)",
+                    x_scale: XScale::Linear,
+                    series: s2.clone(),
+                },
+            ]
+        })
+        .collect();
+    plots(out, &charts)
+}
+
+/// The cold and warm-prefix prefill table and its plot (nothing when there are no rows).
+fn html_prefill(out: &mut String, r: &Results) -> anyhow::Result<()> {
+    if r.prefill.is_empty() && r.prefill_warm.is_empty() {
+        return Ok(());
+    }
+    out.push_str("<h2 id=\"prefill\">Prefill</h2>\n<p class=\"note\">Prefill speed = prompt tokens / TTFT of a cold request with max_tokens=1. Warm-prefix rows send the same prompt again: most of it is then served from the prefix cache, so they are not comparable with cold rows (their speed counts only the uncached prompt tokens).</p>\n");
+    out.push_str("<table><tr><th>kind</th><th>context</th><th>prompt tokens</th><th>TTFT, s</th><th>tok/s</th><th>cached tokens</th><th>measured by</th><th>status</th></tr>\n");
+    for (kind, map) in [("cold", &r.prefill), ("warm prefix", &r.prefill_warm)] {
+        for (label, _, row) in by_context(map) {
+            let _ = writeln!(
+                out,
+                "<tr><td>{kind}</td><td>{}</td><td class=\"num\">{}</td><td class=\"num\">{}</td><td class=\"num\">{}</td><td class=\"num\">{}</td><td>{}</td><td>{}</td></tr>",
+                esc(&label),
+                row.prompt_tokens.map(|t| t.to_string()).unwrap_or_else(|| "-".into()),
+                row.ttft_seconds.map(|t| format!("{t:.3}")).unwrap_or_else(|| "-".into()),
+                row.tok_per_sec.map(|t| format!("{t:.0}")).unwrap_or_else(|| "-".into()),
+                row.cached_tokens.map(|t| t.to_string()).unwrap_or_else(|| "-".into()),
+                esc(&cells::prefill_method_words(row.method)),
+                esc(&match (&row.status, &row.status_reason) {
+                    (Some(s), Some(why)) if !why.is_empty() => format!("{}: {why}", s.as_str()),
+                    (Some(s), _) => s.as_str().to_string(),
+                    (None, _) => "ok".into(),
+                })
+            );
+        }
+    }
+    out.push_str("</table>\n");
+    let series: Vec<Series> = [
+        ("cold", &r.prefill, false),
+        ("warm prefix (uncached part)", &r.prefill_warm, true),
+    ]
+    .into_iter()
+    .map(|(name, map, dashed)| Series {
+        name: name.into(),
+        points: by_context(map)
+            .into_iter()
+            .filter(|(_, n, row)| n.is_some() && prefill_ok(row))
+            .map(|(_, n, row)| (n.unwrap_or(0) as f64, row.tok_per_sec.unwrap_or(0.0)))
+            .collect(),
+        point_labels: None,
+        color: 0,
+        dashed,
+    })
+    .filter(|s| !s.points.is_empty())
+    .collect();
+    plots(
+        out,
+        &[Chart {
+            title: "Prefill tok/s vs context",
+            x_desc: "context, prompt tokens",
+            y_desc: "prefill tok/s",
+            x_scale: XScale::Linear,
+            series,
+        }],
+    )
+}
+
+/// The "Cells not measured" section (always present).
+fn html_problems(out: &mut String, r: &Results) {
     let problems: Vec<(&str, &CellResult)> = layers(r)
         .into_iter()
         .flat_map(|l| l.cells.iter().map(move |c| (l.id, c)))
@@ -607,8 +659,12 @@ pub fn render_html(r: &Results, opts: &ReportOptions) -> anyhow::Result<String> 
         }
         out.push_str("</table>\n");
     }
+}
 
-    // Warnings.
+/// The "Warnings" section (always present): server metrics, run-level warnings from the event
+/// log and every cell warning.
+fn html_warnings(out: &mut String, r: &Results) {
+    let m = &r.metadata;
     let mut warnings: Vec<String> = Vec::new();
     if !m.metrics_warning.is_empty() {
         warnings.push(format!("server metrics: {}", m.metrics_warning));
@@ -643,8 +699,10 @@ pub fn render_html(r: &Results, opts: &ReportOptions) -> anyhow::Result<String> 
         }
         out.push_str("</ul>\n");
     }
+}
 
-    // Methodology.
+/// The "Methodology" section: token sources, each layer's formula and the definitions.
+fn html_methodology(out: &mut String, r: &Results) {
     out.push_str("<h2 id=\"methodology\">Methodology</h2>\n");
     let sources: Vec<String> = {
         cells::ok_sources(&r.results)
@@ -685,16 +743,6 @@ pub fn render_html(r: &Results, opts: &ReportOptions) -> anyhow::Result<String> 
         <li><b>TTFT</b>: time from sending a request to its first output token. <b>ITL</b>: a request's (last − first token time) / (output tokens − 1); per-user tok/s = 1 / ITL.</li>\n\
         <li>Percentiles use NumPy's default (linear) definition over the cell's requests.</li>\n\
         </ul>\n");
-    if !r.event_log.is_empty() {
-        let _ = writeln!(
-            out,
-            "<h2 id=\"event-log\">Event log</h2>\n<details><summary>{} lines (click to open)</summary><pre>{}</pre></details>",
-            r.event_log.len(),
-            esc(&r.event_log.join("\n"))
-        );
-    }
-    out.push_str("</body>\n</html>\n");
-    Ok(out)
 }
 
 /// HTML exporter.

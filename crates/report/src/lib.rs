@@ -321,260 +321,74 @@ fn gap_matrix(out: &mut String, cells: &[CellResult], show: bool) {
     out.push('\n');
 }
 
-/// The final plain-text report.
-pub fn render_text(r: &Results, opts: &ReportOptions) -> String {
-    let m = &r.metadata;
-    let mut out = String::new();
-    header(&mut out, r);
-    out.push('\n');
-    let pcts = opts.percentiles();
-    let pct_names = pcts
-        .iter()
-        .map(|&p| pct_label(p))
-        .collect::<Vec<_>>()
-        .join(", ");
-    let details: Vec<(String, CellFn)> = pcts
-        .iter()
-        .map(|&p| {
-            let f: CellFn = Box::new(move |c| detail_text(c, p));
-            (pct_label(p), f)
-        })
-        .collect();
-    let details: Vec<Detail<'_>> = details
-        .iter()
-        .map(|(l, f)| (l.clone(), f.as_ref()))
-        .collect();
+/// What every section of the text report needs: the run, the value switch, the percentile
+/// detail lines and the Burst / E2E cells that are shown.
+struct TextCtx<'a> {
+    r: &'a Results,
+    /// Raw tok/s in capacity-limited cells.
+    show: bool,
+    /// The chosen percentiles' labels, comma-separated.
+    pct_names: String,
+    /// One TTFT / ITL detail line per chosen percentile.
+    details: Vec<(String, CellFn)>,
+    /// The Burst / E2E cells (none for a request-count run).
+    burst: &'a [CellResult],
+}
 
-    if !r.prefill.is_empty() {
-        let _ = writeln!(
-            out,
-            "Prefill (prompt tokens / TTFT of one cold request with max_tokens=1)"
-        );
-        let _ = writeln!(
-            out,
-            "  {}{}{}{}  measured by",
-            pad_right("context", 9),
-            pad("tokens", 9),
-            pad("TTFT s", 10),
-            pad("tok/s", 11)
-        );
-        for (ctx_label, _, row) in by_context(&r.prefill) {
-            let _ = writeln!(
-                out,
-                "  {}{}{}{}  {}",
-                pad_right(&ctx_label, 9),
-                pad(&opt_text(row.prompt_tokens.map(|t| t.to_string())), 9),
-                pad(&opt_text(row.ttft_seconds.map(|t| format!("{t:.3}"))), 10),
-                pad(&opt_text(row.tok_per_sec.map(|t| format!("{t:.0}"))), 11),
-                cells::prefill_method_words(row.method)
-            );
-        }
-        out.push('\n');
-    }
-
-    let show = opts.show_capacity_limited_values || m.show_capacity_limited_values;
-    if !r.results.is_empty() {
-        let layer = if m.decode_mode == DecodeMode::RequestCount {
-            "request-count: Σ completion tokens / wall time"
-        } else {
-            "sustained"
-        };
-        let _ = writeln!(
-            out,
-            "Aggregate decode tok/s ({layer}; lines below each value: TTFT / ITL in ms at {pct_names})"
-        );
-        matrix(&mut out, &r.results, &|c| cell_text(c, show), &details);
-        out.push('\n');
-        let _ = writeln!(out, "Per-request tok/s (aggregate / C)");
-        matrix(
-            &mut out,
-            &r.results,
-            &|c| {
-                if c.status == CellStatus::Ok && (show || !c.capacity_limited) {
-                    fmt_tps(c.per_request_avg_tps)
-                } else {
-                    cell_text(c, show)
-                }
-            },
-            &[],
-        );
-        out.push('\n');
-        gap_matrix(&mut out, &r.results, show);
-        // Server-side validation from the engine's own /metrics over the same windows.
-        if r.results
+impl<'a> TextCtx<'a> {
+    fn new(r: &'a Results, opts: &ReportOptions) -> Self {
+        let m = &r.metadata;
+        let pcts = opts.percentiles();
+        let pct_names = pcts
             .iter()
-            .any(|c| c.status == CellStatus::Ok && c.server_gen_throughput.is_some())
-        {
-            let engine = if m.engine.is_empty() {
-                "server"
-            } else {
-                m.engine.as_str()
-            };
-            let _ = writeln!(
-                out,
-                "Server check ({engine} /metrics over each window: server generation tok/s; second line: avg running requests / C)"
-            );
-            let running = |c: &CellResult| match (c.status, c.avg_running_reqs) {
-                (CellStatus::Ok, Some(a)) => format!("{a:.1}/{}", c.concurrency),
-                _ => String::new(),
-            };
-            matrix(
-                &mut out,
-                &r.results,
-                &|c| {
-                    if c.status == CellStatus::Ok {
-                        fmt_tps(c.server_gen_throughput)
-                    } else {
-                        cell_text(c, show)
-                    }
-                },
-                &[("running".to_string(), &running)],
-            );
-            out.push('\n');
-        }
-        let sources = cells::ok_sources(&r.results);
-        if !sources.is_empty() {
-            let words: Vec<String> = sources
-                .iter()
-                .map(|&s| format!("{s} ({})", cells::aggregate_source_words(s)))
-                .collect();
-            let _ = writeln!(out, "Tokens counted from: {}", words.join("; "));
-        }
-        let burst_cells: &[CellResult] = if m.decode_mode == DecodeMode::RequestCount {
+            .map(|&p| pct_label(p))
+            .collect::<Vec<_>>()
+            .join(", ");
+        let details: Vec<(String, CellFn)> = pcts
+            .iter()
+            .map(|&p| {
+                let f: CellFn = Box::new(move |c| detail_text(c, p));
+                (pct_label(p), f)
+            })
+            .collect();
+        let burst: &[CellResult] = if m.decode_mode == DecodeMode::RequestCount {
             &[]
         } else {
             &r.burst_results
         };
-        let all: Vec<CellResult> = r.results.iter().chain(burst_cells).cloned().collect();
-        let legend = legend(&all, show);
-        if !legend.is_empty() {
-            let _ = writeln!(out, "Legend:");
-            for l in legend {
-                let _ = writeln!(out, "  {l}");
-            }
-        }
-    }
-
-    if !r.prefill_warm.is_empty() {
-        out.push('\n');
-        let _ = writeln!(
-            out,
-            "Warm-prefix prefill (the same prompt sent again; NOT comparable with cold prefill)"
-        );
-        let _ = writeln!(
-            out,
-            "  {}{}{}{}{}  cached count from",
-            pad_right("context", 9),
-            pad("tokens", 9),
-            pad("cached", 16),
-            pad("TTFT s", 10),
-            pad("uncached tok/s", 16)
-        );
-        for (ctx_label, _, row) in by_context(&r.prefill_warm) {
-            let cached = match (row.cached_tokens, row.cache_hit_rate) {
-                (Some(c), Some(h)) => format!("{c} ({:.0}%)", h * 100.0),
-                (Some(c), None) => c.to_string(),
-                _ => "unknown".into(),
-            };
-            let _ = writeln!(
-                out,
-                "  {}{}{}{}{}  {}",
-                pad_right(&ctx_label, 9),
-                pad(&opt_text(row.prompt_tokens.map(|t| t.to_string())), 9),
-                pad(&cached, 16),
-                pad(&opt_text(row.ttft_seconds.map(|t| format!("{t:.3}"))), 10),
-                pad(&opt_text(row.tok_per_sec.map(|t| format!("{t:.0}"))), 16),
-                row.cached_tokens_source.as_deref().unwrap_or("-")
-            );
-        }
-        let _ = writeln!(
-            out,
-            "  uncached tok/s = prompt tokens not served from the prefix cache / TTFT"
-        );
-    }
-
-    let burst: &[CellResult] = if m.decode_mode == DecodeMode::RequestCount {
-        &[]
-    } else {
-        &r.burst_results
-    };
-    if !burst.is_empty() {
-        out.push('\n');
-        let _ = writeln!(
-            out,
-            "Burst / E2E tok/s (completed/target; finite batches — a different question from sustained decode)"
-        );
-        matrix(
-            &mut out,
+        TextCtx {
+            r,
+            show: opts.show_capacity_limited_values || m.show_capacity_limited_values,
+            pct_names,
+            details,
             burst,
-            &|c| {
-                if c.status == CellStatus::Ok {
-                    format!(
-                        "{} ({}/{})",
-                        fmt_tps(c.aggregate_tps),
-                        c.num_completed,
-                        c.request_count_target
-                    )
-                } else {
-                    cell_text(c, show)
-                }
-            },
-            &details,
-        );
+        }
     }
 
+    /// The detail lines as `matrix` takes them.
+    fn details(&self) -> Vec<Detail<'_>> {
+        self.details
+            .iter()
+            .map(|(l, f)| (l.clone(), f.as_ref()))
+            .collect()
+    }
+}
+
+/// The final plain-text report.
+pub fn render_text(r: &Results, opts: &ReportOptions) -> String {
+    let mut out = String::new();
+    header(&mut out, r);
+    out.push('\n');
+    let cx = TextCtx::new(r, opts);
+    text_cold_prefill(&mut out, r);
+    if !r.results.is_empty() {
+        text_decode(&mut out, &cx);
+    }
+    text_warm_prefill(&mut out, r);
+    text_burst(&mut out, &cx);
     out.push_str(&hardware::gpu_panel(r));
-
-    let problems: Vec<&CellResult> = r
-        .results
-        .iter()
-        .chain(burst.iter())
-        .filter(|c| c.status != CellStatus::Ok)
-        .collect();
-    if !problems.is_empty() {
-        out.push('\n');
-        let _ = writeln!(out, "Cells not measured:");
-        for c in problems {
-            let layer = if c.benchmark_mode == BenchmarkMode::BurstE2e {
-                "[burst] "
-            } else {
-                ""
-            };
-            let _ = writeln!(
-                out,
-                "  {layer}C={} ctx={}: {} — {}",
-                c.concurrency,
-                format_context(c.context_tokens),
-                c.status.as_str(),
-                c.status_reason
-            );
-        }
-    }
-    let warned: Vec<&CellResult> = r
-        .results
-        .iter()
-        .chain(burst.iter())
-        .filter(|c| !c.warnings.is_empty())
-        .collect();
-    if !warned.is_empty() {
-        out.push('\n');
-        let _ = writeln!(out, "Warnings:");
-        for c in warned {
-            let layer = if c.benchmark_mode == BenchmarkMode::BurstE2e {
-                "[burst] "
-            } else {
-                ""
-            };
-            for w in &c.warnings {
-                let _ = writeln!(
-                    out,
-                    "  {layer}C={} ctx={}: {w}",
-                    c.concurrency,
-                    format_context(c.context_tokens)
-                );
-            }
-        }
-    }
+    text_problems(&mut out, &cx);
+    text_warnings(&mut out, &cx);
     fault_sections(r, &mut out);
     steady_section(r, &mut out);
     let rate = rate::text(r);
@@ -587,6 +401,260 @@ pub fn render_text(r: &Results, opts: &ReportOptions) -> String {
         let _ = writeln!(out, "Results saved to {p}");
     }
     out
+}
+
+/// The cold prefill rows (nothing when there are none).
+fn text_cold_prefill(out: &mut String, r: &Results) {
+    if r.prefill.is_empty() {
+        return;
+    }
+    let _ = writeln!(
+        out,
+        "Prefill (prompt tokens / TTFT of one cold request with max_tokens=1)"
+    );
+    let _ = writeln!(
+        out,
+        "  {}{}{}{}  measured by",
+        pad_right("context", 9),
+        pad("tokens", 9),
+        pad("TTFT s", 10),
+        pad("tok/s", 11)
+    );
+    for (ctx_label, _, row) in by_context(&r.prefill) {
+        let _ = writeln!(
+            out,
+            "  {}{}{}{}  {}",
+            pad_right(&ctx_label, 9),
+            pad(&opt_text(row.prompt_tokens.map(|t| t.to_string())), 9),
+            pad(&opt_text(row.ttft_seconds.map(|t| format!("{t:.3}"))), 10),
+            pad(&opt_text(row.tok_per_sec.map(|t| format!("{t:.0}"))), 11),
+            cells::prefill_method_words(row.method)
+        );
+    }
+    out.push('\n');
+}
+
+/// The decode matrices (aggregate, per-request, per-gap ITL, server check), where the tokens
+/// were counted from and the legend of the marks.
+fn text_decode(out: &mut String, cx: &TextCtx<'_>) {
+    let (r, show) = (cx.r, cx.show);
+    let layer = if r.metadata.decode_mode == DecodeMode::RequestCount {
+        "request-count: Σ completion tokens / wall time"
+    } else {
+        "sustained"
+    };
+    let _ = writeln!(
+        out,
+        "Aggregate decode tok/s ({layer}; lines below each value: TTFT / ITL in ms at {})",
+        cx.pct_names
+    );
+    matrix(out, &r.results, &|c| cell_text(c, show), &cx.details());
+    out.push('\n');
+    let _ = writeln!(out, "Per-request tok/s (aggregate / C)");
+    matrix(
+        out,
+        &r.results,
+        &|c| {
+            if c.status == CellStatus::Ok && (show || !c.capacity_limited) {
+                fmt_tps(c.per_request_avg_tps)
+            } else {
+                cell_text(c, show)
+            }
+        },
+        &[],
+    );
+    out.push('\n');
+    gap_matrix(out, &r.results, show);
+    text_server_check(out, cx);
+    let sources = cells::ok_sources(&r.results);
+    if !sources.is_empty() {
+        let words: Vec<String> = sources
+            .iter()
+            .map(|&s| format!("{s} ({})", cells::aggregate_source_words(s)))
+            .collect();
+        let _ = writeln!(out, "Tokens counted from: {}", words.join("; "));
+    }
+    let all: Vec<CellResult> = r.results.iter().chain(cx.burst).cloned().collect();
+    let legend = legend(&all, show);
+    if !legend.is_empty() {
+        let _ = writeln!(out, "Legend:");
+        for l in legend {
+            let _ = writeln!(out, "  {l}");
+        }
+    }
+}
+
+/// Server-side validation from the engine's own /metrics over the same windows (nothing when
+/// no ok cell has it).
+fn text_server_check(out: &mut String, cx: &TextCtx<'_>) {
+    let (r, show) = (cx.r, cx.show);
+    if !r
+        .results
+        .iter()
+        .any(|c| c.status == CellStatus::Ok && c.server_gen_throughput.is_some())
+    {
+        return;
+    }
+    let m = &r.metadata;
+    let engine = if m.engine.is_empty() {
+        "server"
+    } else {
+        m.engine.as_str()
+    };
+    let _ = writeln!(
+        out,
+        "Server check ({engine} /metrics over each window: server generation tok/s; second line: avg running requests / C)"
+    );
+    let running = |c: &CellResult| match (c.status, c.avg_running_reqs) {
+        (CellStatus::Ok, Some(a)) => format!("{a:.1}/{}", c.concurrency),
+        _ => String::new(),
+    };
+    matrix(
+        out,
+        &r.results,
+        &|c| {
+            if c.status == CellStatus::Ok {
+                fmt_tps(c.server_gen_throughput)
+            } else {
+                cell_text(c, show)
+            }
+        },
+        &[("running".to_string(), &running)],
+    );
+    out.push('\n');
+}
+
+/// The warm-prefix prefill rows (nothing when there are none).
+fn text_warm_prefill(out: &mut String, r: &Results) {
+    if r.prefill_warm.is_empty() {
+        return;
+    }
+    out.push('\n');
+    let _ = writeln!(
+        out,
+        "Warm-prefix prefill (the same prompt sent again; NOT comparable with cold prefill)"
+    );
+    let _ = writeln!(
+        out,
+        "  {}{}{}{}{}  cached count from",
+        pad_right("context", 9),
+        pad("tokens", 9),
+        pad("cached", 16),
+        pad("TTFT s", 10),
+        pad("uncached tok/s", 16)
+    );
+    for (ctx_label, _, row) in by_context(&r.prefill_warm) {
+        let cached = match (row.cached_tokens, row.cache_hit_rate) {
+            (Some(c), Some(h)) => format!("{c} ({:.0}%)", h * 100.0),
+            (Some(c), None) => c.to_string(),
+            _ => "unknown".into(),
+        };
+        let _ = writeln!(
+            out,
+            "  {}{}{}{}{}  {}",
+            pad_right(&ctx_label, 9),
+            pad(&opt_text(row.prompt_tokens.map(|t| t.to_string())), 9),
+            pad(&cached, 16),
+            pad(&opt_text(row.ttft_seconds.map(|t| format!("{t:.3}"))), 10),
+            pad(&opt_text(row.tok_per_sec.map(|t| format!("{t:.0}"))), 16),
+            row.cached_tokens_source.as_deref().unwrap_or("-")
+        );
+    }
+    let _ = writeln!(
+        out,
+        "  uncached tok/s = prompt tokens not served from the prefix cache / TTFT"
+    );
+}
+
+/// The Burst / E2E matrix (nothing when there are no burst cells).
+fn text_burst(out: &mut String, cx: &TextCtx<'_>) {
+    if cx.burst.is_empty() {
+        return;
+    }
+    let show = cx.show;
+    out.push('\n');
+    let _ = writeln!(
+        out,
+        "Burst / E2E tok/s (completed/target; finite batches — a different question from sustained decode)"
+    );
+    matrix(
+        out,
+        cx.burst,
+        &|c| {
+            if c.status == CellStatus::Ok {
+                format!(
+                    "{} ({}/{})",
+                    fmt_tps(c.aggregate_tps),
+                    c.num_completed,
+                    c.request_count_target
+                )
+            } else {
+                cell_text(c, show)
+            }
+        },
+        &cx.details(),
+    );
+}
+
+/// `[burst] ` for a Burst / E2E cell, nothing for a sustained one.
+fn burst_tag(c: &CellResult) -> &'static str {
+    if c.benchmark_mode == BenchmarkMode::BurstE2e {
+        "[burst] "
+    } else {
+        ""
+    }
+}
+
+/// Every decode and burst cell that was not measured, with its reason.
+fn text_problems(out: &mut String, cx: &TextCtx<'_>) {
+    let problems: Vec<&CellResult> =
+        cx.r.results
+            .iter()
+            .chain(cx.burst.iter())
+            .filter(|c| c.status != CellStatus::Ok)
+            .collect();
+    if problems.is_empty() {
+        return;
+    }
+    out.push('\n');
+    let _ = writeln!(out, "Cells not measured:");
+    for c in problems {
+        let _ = writeln!(
+            out,
+            "  {}C={} ctx={}: {} — {}",
+            burst_tag(c),
+            c.concurrency,
+            format_context(c.context_tokens),
+            c.status.as_str(),
+            c.status_reason
+        );
+    }
+}
+
+/// Every warning of a decode or burst cell.
+fn text_warnings(out: &mut String, cx: &TextCtx<'_>) {
+    let warned: Vec<&CellResult> =
+        cx.r.results
+            .iter()
+            .chain(cx.burst.iter())
+            .filter(|c| !c.warnings.is_empty())
+            .collect();
+    if warned.is_empty() {
+        return;
+    }
+    out.push('\n');
+    let _ = writeln!(out, "Warnings:");
+    for c in warned {
+        let layer = burst_tag(c);
+        for w in &c.warnings {
+            let _ = writeln!(
+                out,
+                "  {layer}C={} ctx={}: {w}",
+                c.concurrency,
+                format_context(c.context_tokens)
+            );
+        }
+    }
 }
 
 /// The steady state of request-count and Burst / E2E cells and of capped rate rows (the span

@@ -41,8 +41,20 @@ fn md_matrix(out: &mut String, cells: &[CellResult], value: &dyn Fn(&CellResult)
 
 /// The Markdown report.
 pub fn render_markdown(r: &Results, opts: &ReportOptions) -> String {
-    let m = &r.metadata;
     let mut out = String::new();
+    md_summary(&mut out, r);
+    let show = opts.show_capacity_limited_values || r.metadata.show_capacity_limited_values;
+    md_layers(&mut out, r, show, &opts.percentiles());
+    md_prefill(&mut out, r);
+    out.push_str(&crate::rate::markdown(r));
+    md_problems(&mut out, r);
+    md_warnings(&mut out, r);
+    out
+}
+
+/// The title and the run summary table.
+fn md_summary(out: &mut String, r: &Results) {
+    let m = &r.metadata;
     let _ = writeln!(out, "# servebench report: {}\n", md_escape(&m.model));
     let host = r
         .startup_diagnostics
@@ -86,15 +98,16 @@ pub fn render_markdown(r: &Results, opts: &ReportOptions) -> String {
         let _ = writeln!(out, "\n**Interrupted: partial results.**");
     }
     out.push('\n');
+}
 
-    let show = opts.show_capacity_limited_values || m.show_capacity_limited_values;
-    let pcts = opts.percentiles();
+/// Each layer's decode matrices (aggregate, per-request, TTFT and ITL at `pcts`) and legend.
+fn md_layers(out: &mut String, r: &Results, show: bool, pcts: &[f64]) {
     for layer in layers(r) {
         let _ = writeln!(out, "## {}\n", layer.title);
         let _ = writeln!(out, "Aggregate decode tok/s:\n");
-        md_matrix(&mut out, layer.cells, &|c| cell_text(c, show));
+        md_matrix(out, layer.cells, &|c| cell_text(c, show));
         let _ = writeln!(out, "Per-request tok/s (aggregate / C):\n");
-        md_matrix(&mut out, layer.cells, &|c| {
+        md_matrix(out, layer.cells, &|c| {
             if shown(c, show) {
                 fmt_tps(c.per_request_avg_tps)
             } else {
@@ -104,7 +117,7 @@ pub fn render_markdown(r: &Results, opts: &ReportOptions) -> String {
         for (metric, name) in [(Metric::Ttft, "TTFT"), (Metric::Itl, "ITL (per token)")] {
             let labels: Vec<String> = pcts.iter().map(|&p| pct_label(p)).collect();
             let _ = writeln!(out, "{name}, ms ({}):\n", labels.join(" / "));
-            md_matrix(&mut out, layer.cells, &|c| {
+            md_matrix(out, layer.cells, &|c| {
                 if c.status != CellStatus::Ok {
                     return String::new();
                 }
@@ -122,7 +135,10 @@ pub fn render_markdown(r: &Results, opts: &ReportOptions) -> String {
             out.push('\n');
         }
     }
+}
 
+/// The cold and warm-prefix prefill tables (each only when it has rows).
+fn md_prefill(out: &mut String, r: &Results) {
     for (title, map, warm) in [
         ("Prefill (cold)", &r.prefill, false),
         (
@@ -161,52 +177,58 @@ pub fn render_markdown(r: &Results, opts: &ReportOptions) -> String {
         }
         out.push('\n');
     }
+}
 
-    out.push_str(&crate::rate::markdown(r));
-
+/// The "Cells not measured" table (nothing when every cell is ok).
+fn md_problems(out: &mut String, r: &Results) {
     let problems: Vec<(&str, &CellResult)> = layers(r)
         .into_iter()
         .flat_map(|l| l.cells.iter().map(move |c| (l.id, c)))
         .filter(|(_, c)| c.status != CellStatus::Ok)
         .collect();
-    if !problems.is_empty() {
+    if problems.is_empty() {
+        return;
+    }
+    let _ = writeln!(
+        out,
+        "## Cells not measured\n\n| layer | C | context | status | reason |\n|---|---:|---|---|---|"
+    );
+    for (l, c) in problems {
         let _ = writeln!(
             out,
-            "## Cells not measured\n\n| layer | C | context | status | reason |\n|---|---:|---|---|---|"
+            "| {l} | {} | {} | {} | {} |",
+            c.concurrency,
+            format_context(c.context_tokens),
+            c.status.as_str(),
+            md_escape(&c.status_reason)
         );
-        for (l, c) in problems {
-            let _ = writeln!(
-                out,
-                "| {l} | {} | {} | {} | {} |",
-                c.concurrency,
-                format_context(c.context_tokens),
-                c.status.as_str(),
-                md_escape(&c.status_reason)
-            );
-        }
-        out.push('\n');
     }
+    out.push('\n');
+}
+
+/// Every cell warning, one bullet each (nothing when there are none).
+fn md_warnings(out: &mut String, r: &Results) {
     let warned: Vec<(&str, &CellResult)> = layers(r)
         .into_iter()
         .flat_map(|l| l.cells.iter().map(move |c| (l.id, c)))
         .filter(|(_, c)| !c.warnings.is_empty())
         .collect();
-    if !warned.is_empty() {
-        let _ = writeln!(out, "## Warnings\n");
-        for (l, c) in warned {
-            for w in &c.warnings {
-                let _ = writeln!(
-                    out,
-                    "- {l} C={} ctx={}: {}",
-                    c.concurrency,
-                    format_context(c.context_tokens),
-                    md_escape(w)
-                );
-            }
-        }
-        out.push('\n');
+    if warned.is_empty() {
+        return;
     }
-    out
+    let _ = writeln!(out, "## Warnings\n");
+    for (l, c) in warned {
+        for w in &c.warnings {
+            let _ = writeln!(
+                out,
+                "- {l} C={} ctx={}: {}",
+                c.concurrency,
+                format_context(c.context_tokens),
+                md_escape(w)
+            );
+        }
+    }
+    out.push('\n');
 }
 
 /// Markdown exporter.
