@@ -38,7 +38,8 @@ pub enum RegistryCommand {
         registry: PathBuf,
     },
     /// Recompute every recipe status by the trust derivation and rewrite the ones that differ
-    /// (with --check: only list them, exit 1 when any differ).
+    /// (with --check: only list them, exit 1 when any differ). A recipe whose id breaks the
+    /// grammar is left as it is with a warning, the others are rewritten, and the exit is 1.
     Trust {
         /// Registry root.
         dir: PathBuf,
@@ -143,11 +144,21 @@ pub fn cmd_registry(a: RegistryArgs) -> anyhow::Result<ExitCode> {
                 );
             }
             let skipped = reg.problems.len();
-            let changes = if check {
-                trust::status_changes(&reg)
+            let (changes, refused) = if check {
+                (trust::status_changes(&reg), Vec::new())
             } else {
-                trust::apply(&mut reg).inspect_err(|w| print_write_problems(&dir, w))?
+                let applied =
+                    trust::apply(&mut reg).inspect_err(|w| print_write_problems(&dir, w))?;
+                (applied.rewritten, applied.refused)
             };
+            for (c, why) in &refused {
+                eprintln!(
+                    "{}: warning: recipe {:?} not rewritten ({why}); its status stays {:?}",
+                    dir.display(),
+                    c.recipe_id,
+                    c.stored
+                );
+            }
             for c in &changes {
                 let why = if c.failures.is_empty() {
                     String::new()
@@ -162,7 +173,7 @@ pub fn cmd_registry(a: RegistryArgs) -> anyhow::Result<ExitCode> {
                     c.derived.as_str()
                 );
             }
-            if changes.is_empty() {
+            if changes.is_empty() && refused.is_empty() {
                 eprintln!(
                     "{}: every recipe status matches the trust derivation{}",
                     dir.display(),
@@ -175,7 +186,7 @@ pub fn cmd_registry(a: RegistryArgs) -> anyhow::Result<ExitCode> {
                     }
                 );
             }
-            Ok(if check && !changes.is_empty() {
+            Ok(if (check && !changes.is_empty()) || !refused.is_empty() {
                 ExitCode::FAILURE
             } else {
                 ExitCode::SUCCESS

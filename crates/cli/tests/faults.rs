@@ -80,6 +80,12 @@ fn run(url: &str, extra: &[&str], limit: Duration) -> Run {
             }
         }
     }
+    if extra.contains(&"--request-rate") {
+        // the rate sets the load: no fixed concurrency
+        if let Some(j) = args.iter().position(|a| a == "--concurrency") {
+            args.drain(j..j + 2);
+        }
+    }
     args.extend(extra.iter().map(|s| s.to_string()));
     args.push("-o".into());
     args.push(out.display().to_string());
@@ -687,6 +693,48 @@ fn usage_the_text_cannot_carry_is_flagged() {
         "{c:#}\n{}",
         r.dump()
     );
+    validate(r.json.as_ref().unwrap());
+}
+
+#[test]
+fn a_final_usage_above_the_continuous_count_is_flagged_in_every_mode() {
+    // usage 1, 2, 3, 4 on the chunks, then 32 on the finish chunk (break-it round 3: `ok` at
+    // 398 tok/s where the cell's 1-s peak was 49); the burst and request-rate modes ran no
+    // stream checks at all
+    let s = faulty::start(Config::new(Fault::UsageJumpAtEnd, 1));
+    let flagged = |v: &Value| {
+        v["warning_kinds"]
+            .as_array()
+            .is_some_and(|k| k.iter().any(|k| k == "usage_implausible"))
+    };
+    for extra in [&[][..], &["--request-count", "3"][..]] {
+        let r = run(&s.url(), extra, SHORT_LIMIT);
+        assert_eq!(r.code, Some(0), "{extra:?}: {}", r.dump());
+        let c = r.cell();
+        assert!(flagged(c), "{extra:?}: {c:#}");
+        assert!(
+            c["warnings"].to_string().contains("28 of 32 tokens"),
+            "{extra:?}: {c:#}"
+        );
+        validate(r.json.as_ref().unwrap());
+    }
+    let r = run(
+        &s.url(),
+        &[
+            "--request-rate",
+            "4",
+            "--arrival",
+            "constant",
+            "--duration",
+            "1",
+        ],
+        SHORT_LIMIT,
+    );
+    let Some(json) = r.json.as_ref() else {
+        panic!("no results file: {}", r.dump())
+    };
+    let row = &json["rate_results"][0];
+    assert!(flagged(row), "{row:#}\n{}", r.dump());
     validate(r.json.as_ref().unwrap());
 }
 

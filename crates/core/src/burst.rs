@@ -27,7 +27,7 @@ use crate::load::FirstFailure;
 use crate::load::{same_body, BodyFn, Load, LoadPattern, LoadSpec, RequestOutcome};
 use crate::measure::{CellMeasurement, RequestCounts, ServerEvidence, Verdict, WindowTotals};
 use crate::plan::CellSpec;
-use crate::plausibility::{check_requests, RequestFacts};
+use crate::plausibility::{check_requests, check_stream_timing, RequestFacts, StreamTiming};
 use crate::telemetry::{ClientWindow, Occupancy, Sampler, ServerSample, Telemetry, TimedScrape};
 use servebench_client::stream::StreamFacts;
 use servebench_client::target::HttpClient;
@@ -396,6 +396,18 @@ fn finish(
         })
         .collect();
     m.findings = check_requests(&checks, max_tokens);
+    // The stream checks of the window modes (single write, unbacked or end-jumping usage,
+    // per-stream speed) over the completed requests: a burst is no less exposed to them.
+    let timings: Vec<StreamTiming> = records
+        .iter()
+        .zip(&facts)
+        .filter(|(r, _)| r.completed)
+        .map(|(r, f)| StreamTiming::of(r, f))
+        .collect();
+    m.findings.extend(check_stream_timing(&timings));
+    if records.iter().any(|r| r.nonmonotonic_usage) {
+        m.warnings.push(crate::cell::NOT_CUMULATIVE_WARNING.into());
+    }
     if tokens == 0 || wall <= 0.0 {
         m.verdict = Verdict::new(
             CellStatus::Invalid,

@@ -739,20 +739,18 @@ impl SustainedRun {
             ));
         }
         if tally.nonmonotonic_usage {
-            warnings.push(
-                "the server's usage.completion_tokens was not cumulative within a stream (it went down, or stayed below the token events): \
-                 those requests were counted one token per token event"
-                    .into(),
-            );
+            warnings.push(NOT_CUMULATIVE_WARNING.into());
         }
         if tally.usage_below_count {
             warnings.push("final usage reported fewer tokens than token events were seen".into());
         }
         if settings.ignore_eos && settings.max_tokens > 0 {
             let done: Vec<&&RequestRecord> = in_window.iter().filter(|r| r.completed).collect();
+            // A recounted (non-cumulative usage) request's count is a lower bound: no stop
+            // is inferred from it.
             let short = done
                 .iter()
-                .filter(|r| r.output_tokens < settings.max_tokens)
+                .filter(|r| r.output_tokens < settings.max_tokens && !r.nonmonotonic_usage)
                 .count();
             if short > 0 {
                 warnings.push(format!(
@@ -794,15 +792,7 @@ impl SustainedRun {
             .outcomes
             .iter()
             .filter(|o| w.holds(&o.record) && !o.record.failed())
-            .map(|o| StreamTiming {
-                output_tokens: o.record.output_tokens,
-                one_read: o.record.first_token_at.is_some()
-                    && o.record.first_token_at == o.record.last_token_at,
-                tps_per_user: o.record.output_tps_per_user(),
-                text_bytes: o.facts.text_bytes,
-                delta_chunks: o.facts.delta_chunks,
-                reasoning_tokens: o.record.reasoning_tokens,
-            })
+            .map(|o| StreamTiming::of(&o.record, &o.facts))
             .collect();
         findings.extend(check_stream_timing(&timings));
         let stall_inputs: Vec<StallInput<'_>> = self
@@ -854,6 +844,11 @@ impl SustainedRun {
         m.findings = findings;
     }
 }
+
+/// Warning of a cell with a request whose `usage.completion_tokens` was not cumulative
+/// ([`RequestRecord::nonmonotonic_usage`]).
+pub const NOT_CUMULATIVE_WARNING: &str = "the server's usage.completion_tokens was not cumulative within a stream (it went down, or stayed below the token events): \
+     those requests were counted one token per token event (each chunk its own value where the final usage confirmed the per-chunk counts)";
 
 /// The cell Ctrl-C ended: what `m` knew (readiness), `skipped_user`.
 fn interrupted(

@@ -39,6 +39,11 @@
 //!   such a row a non-`accepted` verdict. A minority is not flagged: a client descheduled for a
 //!   whole short request (a busy load host) reads it in one go too, and the client-health
 //!   evidence (tick lag, read delay) already speaks for that.
+//! * **A final count above a continuous one** (issue 17): at least half of the eligible
+//!   requests streamed a cumulative usage on every token chunk, then a final usage-only chunk
+//!   added more than [`CONTINUOUS_USAGE_UNTIMED_SLACK`] (4) tokens that no chunk carried
+//!   (1, 2, 3, 4, then 32): warning `usage_implausible`; publish gives the row a non-`accepted`
+//!   verdict. A server that counts continuously has no tokens left for the end.
 //! * **Per-stream speed beyond the bound** (issue 17): the median decode rate of the cell's
 //!   requests (`output_tps_per_user` = 1 / ITL) exceeds [`MAX_TOK_S_PER_STREAM`] (5,000 tok/s, the
 //!   registry's physical bound for one stream, which it applies to the row's median too): warning
@@ -83,6 +88,40 @@ pub struct StreamTiming {
     pub delta_chunks: u64,
     /// Reasoning tokens the server reported (hidden reasoning carries no text).
     pub reasoning_tokens: Option<u64>,
+    /// Every token event carried a cumulative `usage.completion_tokens`
+    /// ([`RequestRecord::continuous_usage`](servebench_sse::RequestRecord::continuous_usage)).
+    pub continuous_usage: bool,
+    /// Tokens counted from chunks without a token time (the final usage-only chunk), tokens.
+    pub untimed_tokens: u64,
+}
+
+impl StreamTiming {
+    /// What the checks need of one finished request and its stream facts.
+    pub fn of(
+        r: &servebench_sse::RequestRecord,
+        f: &servebench_client::stream::StreamFacts,
+    ) -> Self {
+        StreamTiming {
+            output_tokens: r.output_tokens,
+            one_read: r.first_token_at.is_some() && r.first_token_at == r.last_token_at,
+            tps_per_user: r.output_tps_per_user(),
+            text_bytes: f.text_bytes,
+            delta_chunks: f.delta_chunks,
+            reasoning_tokens: r.reasoning_tokens,
+            continuous_usage: r.continuous_usage,
+            untimed_tokens: r.untimed_tokens,
+        }
+    }
+}
+
+/// Untimed tokens a stream with continuous usage may add at its end before its final count is
+/// flagged: the last token can come without text on the finish chunk, which is not timed.
+pub const CONTINUOUS_USAGE_UNTIMED_SLACK: u64 = 4;
+
+/// The request counted every token on its chunks, then its final usage added more than
+/// [`CONTINUOUS_USAGE_UNTIMED_SLACK`] tokens that no chunk carried.
+fn jumped_at_end(r: &StreamTiming) -> bool {
+    r.continuous_usage && r.untimed_tokens > CONTINUOUS_USAGE_UNTIMED_SLACK
 }
 
 /// Most output tokens per byte of text a stream can carry before its count is flagged: a
@@ -147,6 +186,25 @@ pub fn check_stream_timing(requests: &[StreamTiming]) -> Vec<Finding> {
                 worst.output_tokens,
                 worst.text_bytes,
                 worst.delta_chunks
+            ),
+        });
+    }
+    let jumped: Vec<&StreamTiming> = requests
+        .iter()
+        .filter(|r| r.output_tokens >= SINGLE_WRITE_MIN_TOKENS && jumped_at_end(r))
+        .collect();
+    if !jumped.is_empty() && 2 * jumped.len() >= eligible {
+        let worst = jumped.iter().max_by_key(|r| r.untimed_tokens).unwrap();
+        out.push(Finding {
+            kind: FailureKind::UsageImplausible,
+            invalid: false,
+            message: format!(
+                "usage_implausible: {} of {} requests streamed a cumulative count on every chunk, then a final usage up to {} tokens above it ({} of {} tokens) that no chunk carried: the count is the server's claim, not what arrived",
+                jumped.len(),
+                requests.len(),
+                worst.untimed_tokens,
+                worst.untimed_tokens,
+                worst.output_tokens
             ),
         });
     }
@@ -591,6 +649,41 @@ mod stream_timing_tests {
             delta_chunks: 32,
             ..StreamTiming::default()
         }
+    }
+
+    /// Issue 17 break-it round 3: usage 1, 2, 3, 4 on the chunks, then a usage-only 32 read
+    /// `ok` at 398 tok/s where the cell's 1-s peak was 49.
+    #[test]
+    fn a_final_count_above_a_continuous_one_is_flagged() {
+        let jump = StreamTiming {
+            output_tokens: 32,
+            text_bytes: 16,
+            delta_chunks: 4,
+            continuous_usage: true,
+            untimed_tokens: 28,
+            ..StreamTiming::default()
+        };
+        let f = check_stream_timing(&[jump, jump]);
+        assert_eq!(f.len(), 1, "{f:?}");
+        assert_eq!(
+            (f[0].kind, f[0].invalid),
+            (FailureKind::UsageImplausible, false)
+        );
+        assert!(f[0].message.contains("28 of 32 tokens"), "{}", f[0].message);
+        // the slack: a last token without text on the (untimed) finish chunk
+        let slack = StreamTiming {
+            untimed_tokens: CONTINUOUS_USAGE_UNTIMED_SLACK,
+            ..jump
+        };
+        assert!(check_stream_timing(&[slack]).is_empty());
+        // without continuous usage, untimed tokens are the multi-token chunks of speculative
+        // decoding, counted by the final usage: no finding
+        let spec = StreamTiming {
+            continuous_usage: false,
+            ..jump
+        };
+        assert!(check_stream_timing(&[spec]).is_empty());
+        assert!(check_stream_timing(&[plain(), plain(), jump]).is_empty());
     }
 
     #[test]

@@ -418,6 +418,24 @@ pub fn warm_row(sample: Result<&PrefillSample, &String>) -> PrefillRow {
         (Some(c), Some(t)) if t > 0.0 => Some(c as f64 / t),
         _ => None,
     };
+    if let (Some(p), Some(c)) = (prompt, cached) {
+        if c > p {
+            // A cache cannot hold more of the prompt than the prompt: the count is no
+            // measurement, and a hit rate above 1 would be written as one.
+            return PrefillRow {
+                ttft_seconds: ttft,
+                prompt_tokens: prompt,
+                cached_tokens: cached,
+                cached_tokens_source: Some(source.into()),
+                method: PrefillMethod::WarmPrefix,
+                status: Some(CellStatus::Invalid),
+                status_reason: Some(format!(
+                    "usage_implausible: the server reported {c} cached tokens of a {p}-token prompt"
+                )),
+                ..Default::default()
+            };
+        }
+    }
     PrefillRow {
         ttft_seconds: ttft,
         prefill_seconds: ttft,
@@ -491,6 +509,44 @@ mod tests {
         // No finish chunk at all: nothing to time.
         let s = sample(&[(5, role), (41, usage), (42, "[DONE]")]);
         assert_eq!(s.ttft_s(), None);
+    }
+
+    /// Issue 17 break-it round 3: a server that reported more cached tokens than the prompt
+    /// held gave an `ok` warm row with a hit rate of 19,999.8 (and `validate` passed it).
+    #[test]
+    fn more_cached_tokens_than_the_prompt_is_an_invalid_warm_row() {
+        let base = Instant::now();
+        let mut t = servebench_sse::RequestTracker::new(base);
+        for (ms, data) in [
+            (
+                30,
+                r#"{"choices":[{"index":0,"delta":{"content":"a"},"finish_reason":"length"}]}"#,
+            ),
+            (
+                31,
+                r#"{"choices":[],"usage":{"prompt_tokens":50,"completion_tokens":1,"prompt_tokens_details":{"cached_tokens":999990}}}"#,
+            ),
+            (32, "[DONE]"),
+        ] {
+            t.apply_event(&servebench_sse::SseEvent {
+                event: None,
+                data,
+                at: base + Duration::from_millis(ms),
+            });
+        }
+        let s = PrefillSample {
+            record: t.finish(base + Duration::from_millis(40), true, false),
+            server: None,
+            counter_cached_tokens: None,
+        };
+        let row = warm_row(Ok(&s));
+        assert_eq!(row.status, Some(CellStatus::Invalid), "{row:?}");
+        assert_eq!(row.cache_hit_rate, None);
+        assert_eq!(row.tok_per_sec, None);
+        assert!(row
+            .status_reason
+            .as_deref()
+            .is_some_and(|r| r.starts_with("usage_implausible") && r.contains("999990")));
     }
 
     #[test]

@@ -116,11 +116,44 @@ fn is_secret_query_name(k: &str) -> bool {
     is_secret_name(&k) || k == "sig" || k.ends_with("signature")
 }
 
+/// `path?query` with the values of secret query parameters ([`is_secret_query_name`]) redacted;
+/// text without `?` is returned as it is.
+fn redact_query(url_rest: &str) -> String {
+    match url_rest.split_once('?') {
+        Some((path, query)) => {
+            let q: Vec<String> = query
+                .split('&')
+                .map(|kv| match kv.split_once('=') {
+                    Some((k, _)) if is_secret_query_name(k) => format!("{k}={REDACTED}"),
+                    _ => kv.to_string(),
+                })
+                .collect();
+            format!("{path}?{}", q.join("&"))
+        }
+        None => url_rest.to_string(),
+    }
+}
+
 /// `s` with URL credentials (`scheme://user:pass@host` → `scheme://<redacted>@host`) and the
-/// values of secret-named URL query parameters (`?api_key=X` → `?api_key=<redacted>`) redacted.
+/// values of secret-named URL query parameters (`?api_key=X` → `?api_key=<redacted>`) redacted,
+/// in URLs and in words without a scheme (`/m?sig=X`, `?token=X`).
 pub fn redact_urls(s: &str) -> String {
     if !s.contains("://") {
-        return s.to_string();
+        if !s.contains('?') {
+            return s.to_string();
+        }
+        let mut out = String::with_capacity(s.len());
+        let mut rest = s;
+        while !rest.is_empty() {
+            let end = rest.find(char::is_whitespace).unwrap_or(rest.len());
+            out.push_str(&redact_query(&rest[..end]));
+            let next = rest[end..]
+                .find(|c: char| !c.is_whitespace())
+                .map_or(rest.len(), |i| end + i);
+            out.push_str(&rest[end..next]);
+            rest = &rest[next..];
+        }
+        return out;
     }
     let mut out = String::with_capacity(s.len());
     let mut rest = s;
@@ -143,21 +176,7 @@ pub fn redact_urls(s: &str) -> String {
         // The rest of this URL (up to white space): redact secret query parameters.
         let url_end = after.find(char::is_whitespace).unwrap_or(after.len());
         let (url_rest, next) = after.split_at(url_end);
-        match url_rest.split_once('?') {
-            Some((path, query)) => {
-                out.push_str(path);
-                out.push('?');
-                let q: Vec<String> = query
-                    .split('&')
-                    .map(|kv| match kv.split_once('=') {
-                        Some((k, _)) if is_secret_query_name(k) => format!("{k}={REDACTED}"),
-                        _ => kv.to_string(),
-                    })
-                    .collect();
-                out.push_str(&q.join("&"));
-            }
-            None => out.push_str(url_rest),
-        }
+        out.push_str(&redact_query(url_rest));
         rest = next;
     }
     out.push_str(rest);
@@ -252,6 +271,16 @@ fn redact_json_text(a: &str) -> Option<String> {
     Some(v.to_string())
 }
 
+/// [`REDACTED`] in place of the secret value `v`, keeping the shell quotes around it (and a
+/// closing `;`), so a redacted `sh -c '… --api-key X'` still closes its quote.
+fn redacted_value(v: &str) -> String {
+    let body = v.trim_start_matches(['\'', '"']);
+    let lead = &v[..v.len() - body.len()];
+    let inner = body.trim_end_matches(['\'', '"', ';']);
+    let trail = &body[inner.len()..];
+    format!("{lead}{REDACTED}{trail}")
+}
+
 /// One word of a command line, redacted; `true` when the next word is a secret value.
 fn redact_word(a: &str) -> (String, bool) {
     if SECRET_SHORT_FLAGS.contains(&a) {
@@ -277,7 +306,10 @@ fn redact_word(a: &str) -> (String, bool) {
         if let Some((name, value)) = split {
             let sep = &flag[name.len()..name.len() + 1];
             if is_secret_flag(name) {
-                return (format!("{dashes}{name}{sep}{REDACTED}"), false);
+                return (
+                    format!("{dashes}{name}{sep}{}", redacted_value(value)),
+                    false,
+                );
             }
             // `--env=HF_TOKEN=X`, `--headers={"X-Api-Key": "X"}`: the value by the same rules.
             let (v, _) = redact_word(value);
@@ -293,14 +325,19 @@ fn redact_word(a: &str) -> (String, bool) {
         }
         return (redact_urls(a), false);
     }
-    if let Some((name, _)) = a.split_once('=') {
-        if !name.is_empty()
-            && name
+    if let Some((name, value)) = a.split_once('=') {
+        let bare = name.trim_start_matches(['\'', '"']);
+        if !bare.is_empty()
+            && bare
                 .chars()
                 .all(|c| c.is_ascii_alphanumeric() || c == '_' || c == '.' || c == '-')
-            && is_secret_name(name)
         {
-            return (format!("{name}={REDACTED}"), false);
+            if is_secret_name(bare) {
+                return (format!("{name}={}", redacted_value(value)), false);
+            }
+            // `ARGS="HF_TOKEN=X"`, `url=/m?sig=X`: the value by the same rules.
+            let (v, _) = redact_word(value);
+            return (format!("{name}={v}"), false);
         }
     }
     let lower = a.trim_start().to_ascii_lowercase();
@@ -358,16 +395,24 @@ pub fn redact_text(s: &str) -> String {
             continue;
         }
         let lower = w.to_ascii_lowercase();
-        if redact_next && !is_flag(w) {
+        let scheme_word = matches!(
+            lower.trim_start_matches(['\'', '"']),
+            "bearer" | "basic" | "digest" | "token"
+        );
+        // `Authorization: Bearer X`: the scheme after the header name is kept, the credential
+        // after it is the secret.
+        if redact_next && !is_flag(w) && !scheme_word {
             redact_next = false;
-            out.push_str(REDACTED);
+            out.push_str(&redacted_value(w));
             continue;
         }
         // `Authorization: Bearer X`, `-H 'Authorization: Basic X'`: the credential follows.
-        if matches!(
-            lower.trim_start_matches(['\'', '"']),
-            "bearer" | "basic" | "authorization:" | "proxy-authorization:" | "token"
-        ) {
+        if scheme_word
+            || matches!(
+                lower.trim_start_matches(['\'', '"']),
+                "authorization:" | "proxy-authorization:"
+            )
+        {
             out.push_str(w);
             redact_next = true;
             continue;
@@ -498,6 +543,41 @@ impl Scrubber {
 #[cfg(test)]
 mod round3_tests {
     use super::*;
+
+    #[test]
+    fn bare_query_secrets_bearer_in_text_and_shell_quotes() {
+        // break-it round 3: a query without a scheme kept its signature, `Authorization:
+        // Bearer X` in a command text became `<redacted> X`, and `sh -c '… --api-key X'` lost
+        // its closing quote.
+        const C: &str = "CANARYz81p";
+        let args: Vec<String> = [
+            "serve".to_string(),
+            "--model-url".to_string(),
+            format!("/models/m.gguf?sig={C}&v=2"),
+            format!("?token={C}"),
+        ]
+        .to_vec();
+        let out = redact_args(&args).join(" ");
+        assert!(!out.contains(C), "{out}");
+        assert!(out.contains("/models/m.gguf?sig=<redacted>&v=2"), "{out}");
+        let text = format!(
+            "x -H Authorization: Bearer {C} --port 8000 && sh -c 'vllm serve m --api-key {C}' ; K=\"HF_TOKEN={C}\""
+        );
+        let r = redact_text(&text);
+        assert!(!r.contains(C), "{r}");
+        assert!(
+            r.contains("Authorization: Bearer <redacted> --port 8000"),
+            "{r}"
+        );
+        assert!(r.contains("--api-key <redacted>' ;"), "{r}");
+        assert!(r.contains("\"HF_TOKEN=<redacted>\""), "{r}");
+        assert_eq!(
+            redact_text(&format!("sh -c '--api-key={C}'")),
+            "sh -c '--api-key=<redacted>'"
+        );
+        // Plain questions and URLs without secrets are untouched.
+        assert_eq!(redact_text("why? a=1"), "why? a=1");
+    }
 
     #[test]
     fn hmac_and_license_flags_are_secrets() {

@@ -587,6 +587,7 @@ fn rate_row(r: &RateRow, max_tokens: u64) -> RowBuild {
         status_reason: r.status_reason.clone().unwrap_or_default(),
         rate,
         concurrency: r.max_concurrency.unwrap_or(0),
+        implausible: flagged_implausible(&r.warnings, &r.warning_kinds),
         ..CellFacts::default()
     };
     RowBuild {
@@ -605,13 +606,20 @@ fn rate_row(r: &RateRow, max_tokens: u64) -> RowBuild {
 /// `implausible_speed`, `usage_implausible` (a count its stream's text cannot have carried).
 /// Their texts, joined.
 fn measured_implausible(c: &CellResult) -> Option<String> {
+    flagged_implausible(&c.warnings, &c.warning_kinds)
+}
+
+/// [`measured_implausible`] of any row's warnings and kinds (cells and request-rate rows).
+fn flagged_implausible(
+    warnings: &[String],
+    kinds: &[servebench_results::FailureKind],
+) -> Option<String> {
     use servebench_results::FailureKind as K;
-    let flagged = |k: K| c.warning_kinds.contains(&k);
+    let flagged = |k: K| kinds.contains(&k);
     if !flagged(K::SingleWrite) && !flagged(K::ImplausibleSpeed) && !flagged(K::UsageImplausible) {
         return None;
     }
-    let texts: Vec<&str> = c
-        .warnings
+    let texts: Vec<&str> = warnings
         .iter()
         .map(String::as_str)
         .filter(|w| {
@@ -1456,5 +1464,29 @@ mod measured_implausible_tests {
             assert_eq!(v.verdict, Verdict::MeasurementInvalid);
             assert_eq!(v.rule.as_deref(), Some("implausible"));
         }
+    }
+
+    /// Request-rate rows carry the same warnings since break-it round 3 (they had no
+    /// plausibility checks at all); a flagged one is never `accepted` either.
+    #[test]
+    fn flagged_rate_rows_are_not_accepted() {
+        let mut r = RateRow {
+            offered_rate: 2.0,
+            duration: 10.0,
+            requests_scheduled: 20,
+            requests_sent: 20,
+            requests_completed: 20,
+            output_tps: Some(400.0),
+            status: Some(CellStatus::Ok),
+            ..Default::default()
+        };
+        assert!(rate_row(&r, 32).facts.implausible.is_none());
+        let text = "usage_implausible: 20 of 20 requests streamed a cumulative count ...";
+        r.warnings = vec![text.into()];
+        r.warning_kinds = vec![FailureKind::UsageImplausible];
+        let b = rate_row(&r, 32);
+        assert_eq!(b.facts.implausible.as_deref(), Some(text));
+        let v = decide(&b.facts, b.cache, b.profile, None);
+        assert_eq!(v.verdict, Verdict::MeasurementInvalid);
     }
 }

@@ -233,18 +233,32 @@ pub fn status_changes(reg: &Registry) -> Vec<StatusChange> {
         .collect()
 }
 
+/// What [`apply`] did: the recipes it rewrote, and those it left alone because their id breaks
+/// the recipe grammar (a file placed by hand, `recipe/Evil Id.json`: no safe path can be built
+/// for it, and `registry validate` reports it) — one such file never blocks the others.
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct TrustApplied {
+    /// Recipes whose status was rewritten.
+    pub rewritten: Vec<StatusChange>,
+    /// Recipes whose status differs but were not rewritten, with the one-line reason.
+    pub refused: Vec<(StatusChange, String)>,
+}
+
 /// Recomputes every recipe status in `reg` and writes the recipes that changed (canonical),
-/// through [`crate::write::commit`]: all of them or none. Returns the changes.
+/// through [`crate::write::commit`]: all of them or none. A recipe whose id breaks its grammar
+/// is not rewritten and is listed in [`TrustApplied::refused`].
 ///
-/// Errors: a recipe id that breaks its grammar, a recipe directory out of the registry, a
-/// rewritten recipe with a new problem, or a file that cannot be written
-/// ([`crate::WriteError`]); then no file changed.
-pub fn apply(reg: &mut Registry) -> Result<Vec<StatusChange>, crate::WriteError> {
+/// Errors: a recipe directory out of the registry, a rewritten recipe with a new problem, or a
+/// file that cannot be written ([`crate::WriteError`]); then no file changed.
+pub fn apply(reg: &mut Registry) -> Result<TrustApplied, crate::WriteError> {
     let before = crate::validate::validate(reg);
-    let changes = status_changes(reg);
+    let mut out = TrustApplied::default();
     let mut writes = Vec::new();
-    for c in &changes {
-        crate::write::check_id(Collection::Recipe, &c.recipe_id)?;
+    for c in status_changes(reg) {
+        if let Err(e) = crate::write::check_id(Collection::Recipe, &c.recipe_id) {
+            out.refused.push((c, e.to_string()));
+            continue;
+        }
         let mut raw = reg
             .get(Collection::Recipe, &c.recipe_id)
             .expect("listed above")
@@ -254,7 +268,8 @@ pub fn apply(reg: &mut Registry) -> Result<Vec<StatusChange>, crate::WriteError>
         reg.insert(Collection::Recipe, raw)
             .expect("a loaded record has a string id");
         writes.push((Collection::Recipe, c.recipe_id.clone()));
+        out.rewritten.push(c);
     }
     crate::write::commit(reg, &before, &writes, &[])?;
-    Ok(changes)
+    Ok(out)
 }

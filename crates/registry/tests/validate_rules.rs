@@ -510,8 +510,10 @@ fn trust_rewrites_stored_status() {
             json!({"kind": "acceptance-run", "url": "https://github.com/0xSero/local-ai-registry"});
     });
     let mut reg = Registry::load(dir.path()).unwrap();
-    let changes = servebench_registry::trust::apply(&mut reg).unwrap();
+    let applied = servebench_registry::trust::apply(&mut reg).unwrap();
+    let changes = applied.rewritten;
     assert_eq!(changes.len(), 1);
+    assert!(applied.refused.is_empty());
     assert!(changes[0]
         .failures
         .iter()
@@ -519,4 +521,30 @@ fn trust_rewrites_stored_status() {
     let reg = Registry::load(dir.path()).unwrap();
     assert_eq!(reg.recipe(RECIPE).unwrap().status.as_str(), "candidate");
     assert!(validate::validate(&reg).is_empty());
+}
+
+/// Issue 17 break-it round 3: one recipe file whose id breaks the grammar (`recipe/Evil Id.json`,
+/// placed by hand) made `registry trust` refuse to rewrite any recipe.
+#[test]
+fn a_recipe_with_a_bad_id_is_refused_alone_by_trust() {
+    let (_, dir) = check(|r| {
+        get(r, Collection::SpeedSweep)["source"] =
+            json!({"kind": "acceptance-run", "url": "https://github.com/0xSero/local-ai-registry"});
+    });
+    let good = dir.path().join("recipe").join(format!("{RECIPE}.json"));
+    let mut evil: Value = serde_json::from_str(&std::fs::read_to_string(&good).unwrap()).unwrap();
+    evil["id"] = json!("Evil Id");
+    let evil_path = dir.path().join("recipe").join("Evil Id.json");
+    std::fs::write(&evil_path, to_canonical_string(&evil)).unwrap();
+    let evil_before = std::fs::read(&evil_path).unwrap();
+    let mut reg = Registry::load(dir.path()).unwrap();
+    let applied = servebench_registry::trust::apply(&mut reg).unwrap();
+    assert_eq!(applied.rewritten.len(), 1, "{applied:?}");
+    assert_eq!(applied.rewritten[0].recipe_id, RECIPE);
+    assert_eq!(applied.refused.len(), 1, "{applied:?}");
+    assert_eq!(applied.refused[0].0.recipe_id, "Evil Id");
+    assert!(applied.refused[0].1.contains("Evil Id"), "{applied:?}");
+    let reg = Registry::load(dir.path()).unwrap();
+    assert_eq!(reg.recipe(RECIPE).unwrap().status.as_str(), "candidate");
+    assert_eq!(std::fs::read(&evil_path).unwrap(), evil_before);
 }

@@ -111,17 +111,21 @@ fn trim(v: f64) -> String {
     s.trim_end_matches('0').trim_end_matches('.').to_string()
 }
 
+/// One line per row reason and per row warning (`ctx=… rate=…: …`).
 fn reasons(r: &Results) -> Vec<String> {
     r.rate_results
         .iter()
-        .filter_map(|row| {
-            row.status_reason.as_ref().map(|why| {
-                format!(
-                    "ctx={} rate={}: {why}",
-                    format_context(row.context_tokens),
-                    row.offered_rate
-                )
-            })
+        .flat_map(|row| {
+            let at = format!(
+                "ctx={} rate={}",
+                format_context(row.context_tokens),
+                row.offered_rate
+            );
+            let why = row.status_reason.iter().map(move |w| (w, ""));
+            let warn = row.warnings.iter().map(|w| (w, "warning: "));
+            why.chain(warn)
+                .map(|(w, tag)| format!("{at}: {tag}{w}"))
+                .collect::<Vec<_>>()
         })
         .collect()
 }

@@ -4,7 +4,10 @@
 //! Rules (walked over every object of the file, at any depth):
 //! * **Negative** latency, duration, rate or count: a number < 0 under a key of the TTFT / TTST
 //!   / ITL / E2E / tok/s / window families ([`NON_NEGATIVE_PREFIXES`], keys ending `_tps`,
-//!   `_tok_s`, `_tok_per_sec`) or a count ([`NON_NEGATIVE_COUNTS`]). Offsets such as
+//!   `_tok_s`, `_tok_per_sec`, `_rate`, `_pct`, or holding `per_second`) or a count
+//!   ([`NON_NEGATIVE_COUNTS`]).
+//! * **Fractions above 1**: hit, acceptance and attainment rates and shares
+//!   ([`FRACTION_SUFFIXES`]) lie in [0, 1]. Offsets such as
 //!   `sent_at_window_s` (a request sent before the window opened) may be negative and are not
 //!   checked.
 //! * **Percentiles out of order**: `<x>_p50` ≤ `<x>_p90` ≤ `<x>_p95` ≤ `<x>_p99` for the
@@ -83,6 +86,23 @@ fn must_be_non_negative(key: &str) -> bool {
         || key.ends_with("_tps")
         || key.ends_with("_tok_s")
         || key.ends_with("_tok_per_sec")
+        || key.contains("per_second")
+        || key.ends_with("_rate")
+        || key.ends_with("_pct")
+}
+
+/// Key suffixes whose numbers are fractions in [0, 1]: prefix-cache hit rates, speculative
+/// acceptance rates (seed spec §3.9: clamped to [0, 1]) and time shares.
+pub const FRACTION_SUFFIXES: [&str; 5] = [
+    "cache_hit_rate",
+    "accept_rate",
+    "acceptance_rate",
+    "_fraction",
+    "attainment",
+];
+
+fn must_be_fraction(key: &str) -> bool {
+    FRACTION_SUFFIXES.iter().any(|s| key.ends_with(s))
 }
 
 fn escape(k: &str) -> String {
@@ -120,10 +140,17 @@ fn walk(v: &Value, at: &str, out: &mut Vec<ImpossibleValue>) {
         Value::Object(m) => {
             for (k, x) in m {
                 if let Some(n) = x.as_f64() {
-                    if n < 0.0 && must_be_non_negative(k) {
+                    if n < 0.0 && (must_be_non_negative(k) || must_be_fraction(k)) {
                         out.push(ImpossibleValue {
                             pointer: format!("{at}/{}", escape(k)),
                             message: format!("{n} is negative (a latency, rate or count)"),
+                        });
+                    } else if n > 1.0 + 1e-9 && must_be_fraction(k) {
+                        out.push(ImpossibleValue {
+                            pointer: format!("{at}/{}", escape(k)),
+                            message: format!(
+                                "{n} is above 1 (a fraction: hit or acceptance rate, share)"
+                            ),
                         });
                     }
                 }
@@ -209,5 +236,35 @@ mod tests {
         assert_eq!(got.len(), 4, "{got:?}");
         let fine = json!({"metadata": {"started_at": "2026-12-02T05:22:56.673Z"}, "results": [{"ttft_p50": 0.1, "ttft_p90": 0.2, "ttft_p99": 0.2}]});
         assert!(impossible_values(&fine).is_empty());
+    }
+
+    /// Issue 17 break-it round 3: a hit rate of 19,999.8 and a negative llama.cpp
+    /// `timings_predicted_per_second_avg` passed `validate`.
+    #[test]
+    fn rates_fractions_and_per_second_values_are_checked() {
+        let v = json!({"results": [{
+            "server_prefix_cache_hit_rate": 19999.8,
+            "timings_predicted_per_second_avg": -3.5,
+            "server_spec_accept_rate": 1.5,
+            "stall_fraction": 0.2,
+            "achieved_rate": -1.0,
+            "cpu_util_avg_pct": 180.0,
+            "shortfall": -0.02
+        }], "prefill": [{"cache_hit_rate": 0.98}]});
+        let got: Vec<String> = impossible_values(&v)
+            .iter()
+            .map(|p| p.to_string())
+            .collect();
+        for bad in [
+            "/results/0/server_prefix_cache_hit_rate: 19999.8 is above 1",
+            "/results/0/timings_predicted_per_second_avg: -3.5 is negative",
+            "/results/0/server_spec_accept_rate: 1.5 is above 1",
+            "/results/0/achieved_rate: -1 is negative",
+        ] {
+            assert!(got.iter().any(|p| p.starts_with(bad)), "{bad}: {got:?}");
+        }
+        // A process may use more than one core; a shortfall is negative when the client ran
+        // ahead of its schedule.
+        assert_eq!(got.len(), 4, "{got:?}");
     }
 }

@@ -202,6 +202,14 @@ pub struct RateRow {
     /// row's first intended send). Null without a cap (an open loop has no in-flight target) and
     /// in files written before this field.
     pub steady_state: Option<crate::SteadyState>,
+    /// Plausibility and usage warnings of the row's requests (the stream checks of the window
+    /// modes: single write, usage the stream cannot have carried, a final count above a
+    /// continuous one, per-stream speed, non-cumulative usage). Left out of the file when empty.
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub warnings: Vec<String>,
+    /// Typed kinds of [`RateRow::warnings`], one entry per kind.
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub warning_kinds: Vec<crate::FailureKind>,
 }
 
 /// Summary of one per-request latency, s.

@@ -95,6 +95,8 @@ fn full_row() -> RateRow {
         search_step: Some(2),
         status: Some(servebench_results::CellStatus::Ok),
         status_reason: None,
+        warnings: vec!["single_write: 3 of 4 requests received all their tokens …".into()],
+        warning_kinds: vec![servebench_results::FailureKind::SingleWrite],
         steady_state: Some(servebench_results::SteadyState {
             target_in_flight: 32,
             min_in_flight: 31,

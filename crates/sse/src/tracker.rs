@@ -57,7 +57,8 @@ pub const ERR_INTERRUPTED: &str = "stream interrupted before [DONE]";
 ///   one, or below the token events so far, vLLM #9357) is not a count at all: at
 ///   [`finish`](RequestTracker::finish) the request is recounted one token per timed event, raised
 ///   only by a usage value from an untimed chunk (the final usage-only chunk), and the second
-///   token time is the second timed event. Callers that credited tokens live recount them from
+///   token time is the second timed event. When that final value equals the sum of the
+///   per-chunk values (per-delta usage: 2, 2, 2, then 6), each event is credited its own value. Callers that credited tokens live recount them from
 ///   [`RequestRecord::timed_events`].
 /// * **Continuous usage**: at least 2 token events, every token event carried
 ///   `usage.completion_tokens`, and the values are consistent with cumulative counting (see
@@ -91,6 +92,9 @@ pub struct RequestTracker {
     error: Option<String>,
     response_id: Option<String>,
     timed_events: Vec<TimedEvent>,
+    /// `usage.completion_tokens` of each timed event (`u32::MAX`: none), kept so per-delta
+    /// usage confirmed by the final total can be credited where it arrived.
+    event_usage: Vec<u32>,
 }
 
 /// One timed event of a request (a token event, or an in-progress usage growth; see
@@ -140,6 +144,7 @@ impl RequestTracker {
             error: None,
             response_id: None,
             timed_events: Vec::new(),
+            event_usage: Vec::new(),
         }
     }
 
@@ -252,6 +257,8 @@ impl RequestTracker {
                 after_sent_ns: at.saturating_duration_since(self.sent_at).as_nanos() as u64,
                 tokens: added,
             });
+            self.event_usage
+                .push(usage_completion.map_or(u32::MAX, |u| u.min(u32::MAX as u64 - 1) as u32));
             if self.first_token_at.is_none() {
                 self.first_token_at = Some(at);
             }
@@ -276,17 +283,28 @@ impl RequestTracker {
     /// event, the chunk fallback of seed spec §4.1. A usage value that came on an untimed chunk
     /// (the final usage-only chunk, where a server that miscounts per chunk usually sends the
     /// true total) still raises the total, as untimed tokens.
+    ///
+    /// **Per-delta usage confirmed by the final total**: when every timed event carried usage and
+    /// the final untimed usage equals the sum of those values (2, 2, 2, then 6: each chunk
+    /// counted its own tokens), each event is credited its own value instead, so multi-token
+    /// per-delta chunks are neither undercounted nor credited at the end.
     fn count_by_events(&mut self) {
-        for e in &mut self.timed_events {
-            e.tokens = 1;
+        let sum: u64 = self.event_usage.iter().map(|&u| u as u64).sum();
+        let per_delta = !self.event_usage.is_empty()
+            && self.event_usage.iter().all(|&u| u != u32::MAX)
+            && self.max_untimed_usage == Some(sum);
+        let mut total = 0;
+        self.second_token_at = None;
+        for (e, &u) in self.timed_events.iter_mut().zip(&self.event_usage) {
+            e.tokens = if per_delta { u as u64 } else { 1 };
+            total += e.tokens;
+            if total >= 2 && self.second_token_at.is_none() {
+                self.second_token_at =
+                    Some(self.sent_at + std::time::Duration::from_nanos(e.after_sent_ns));
+            }
         }
-        let timed = self.timed_events.len() as u64;
-        self.total = timed.max(self.max_untimed_usage.unwrap_or(0));
-        self.untimed_tokens = self.total - timed;
-        self.second_token_at = self
-            .timed_events
-            .get(1)
-            .map(|e| self.sent_at + std::time::Duration::from_nanos(e.after_sent_ns));
+        self.total = total.max(self.max_untimed_usage.unwrap_or(0));
+        self.untimed_tokens = self.total - total;
     }
 
     /// Counted output tokens so far (never decreases). Units: tokens.
@@ -372,7 +390,9 @@ impl RequestTracker {
                 error = Some(ERR_INTERRUPTED.to_owned());
             }
         }
-        let usage_below_count = self.last_usage.is_some_and(|u| u < self.total);
+        // Recounted (non-cumulative) usage: its per-chunk values are no total to compare.
+        let usage_below_count =
+            !self.nonmonotonic_usage && self.last_usage.is_some_and(|u| u < self.total);
         // SGLang's flat `usage.reasoning_tokens` has been seen above the completion total:
         // reasoning is part of the output, never more than all of it.
         let reasoning_tokens_clamped = self.reasoning_tokens.is_some_and(|r| r > self.total);

@@ -513,6 +513,51 @@ fn pitfall_16_non_cumulative_usage_flagged() {
         (0.3, "[DONE]"),
     ]);
     assert_eq!((r.output_tokens, r.untimed_tokens), (4, 2));
+
+    // per-delta usage of 2 per chunk, confirmed by a final total of 6 (break-it round 3: it was
+    // counted 3, one per event, plus 3 untimed at the end)
+    let (_, r) = run(&[
+        (
+            0.1,
+            r#"{"choices":[{"index":0,"delta":{"content":"ab"}}],"usage":{"completion_tokens":2}}"#,
+        ),
+        (
+            0.2,
+            r#"{"choices":[{"index":0,"delta":{"content":"cd"}}],"usage":{"completion_tokens":2}}"#,
+        ),
+        (
+            0.3,
+            r#"{"choices":[{"index":0,"delta":{"content":"ef"}}],"usage":{"completion_tokens":2}}"#,
+        ),
+        (0.35, r#"{"choices":[],"usage":{"completion_tokens":6}}"#),
+        (0.4, "[DONE]"),
+    ]);
+    assert!(r.nonmonotonic_usage && r.completed);
+    assert_eq!((r.output_tokens, r.untimed_tokens), (6, 0));
+    assert!(r.timed_events.iter().all(|e| e.tokens == 2), "{r:?}");
+    assert!(!r.usage_below_count);
+    approx(r.ttst_s(), 0.0);
+    // …and without the confirming total it stays one per event (a lower bound, warned of)
+    let (_, r) = run(&[
+        (
+            0.1,
+            r#"{"choices":[{"index":0,"delta":{"content":"ab"}}],"usage":{"completion_tokens":2}}"#,
+        ),
+        (
+            0.2,
+            r#"{"choices":[{"index":0,"delta":{"content":"cd"}}],"usage":{"completion_tokens":2}}"#,
+        ),
+        (
+            0.3,
+            r#"{"choices":[{"index":0,"delta":{"content":"ef"}}],"usage":{"completion_tokens":2}}"#,
+        ),
+        (0.4, "[DONE]"),
+    ]);
+    assert_eq!((r.output_tokens, r.untimed_tokens), (3, 0));
+    assert!(
+        !r.usage_below_count,
+        "per-chunk values are no total to compare"
+    );
 }
 
 // 16b. A completion count that is no count (negative, fractional, beyond u64) is no missing

@@ -71,6 +71,9 @@ pub enum Fault {
     /// 40 one-byte chunks whose continuous usage grows by 60 per chunk (2,400 tokens claimed for
     /// 40 bytes of text).
     InflatedUsage,
+    /// Token chunks with continuous usage 1, 2, …, max_tokens / 8, then a finish chunk whose
+    /// usage says max_tokens: tokens no chunk carried (break-it round 3, `usage_jump_final`).
+    UsageJumpAtEnd,
     /// Token chunks without end whose usage stays at 1 (the count never passes max_tokens).
     EndlessUsageStuck,
     /// This HTTP status (with an OpenAI error body) for every completion request.
@@ -489,6 +492,14 @@ fn serve(mut s: TcpStream, cfg: &Config, count: &AtomicUsize) -> std::io::Result
                 std::thread::sleep(Duration::from_millis(5));
             }
             finish(&mut s, prompt, 1)?;
+        }
+        Fault::UsageJumpAtEnd => {
+            sse_head(&mut s)?;
+            for k in 1..=(max_tokens / 8).max(2) {
+                token(&mut s, prompt, k)?;
+                std::thread::sleep(Duration::from_millis(5));
+            }
+            finish(&mut s, prompt, max_tokens)?;
         }
         Fault::InflatedUsage => {
             sse_head(&mut s)?;

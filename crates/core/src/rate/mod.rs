@@ -412,6 +412,8 @@ pub async fn measure_row(
     outcomes.extend(report.outcomes);
     let interrupted = job.cancel.is_cancelled();
     fold_row(&mut row, &offsets, &outcomes, &cfg.slos);
+    let max_tokens = servebench_client::timeouts::body_max_tokens(body).unwrap_or(0);
+    judge_plausibility(&mut row, &outcomes, max_tokens);
     row.steady_state = cfg
         .max_concurrency
         .and_then(|cap| capped_steady_state(&outcomes, cap));
@@ -450,6 +452,50 @@ pub async fn measure_row(
         }
     ));
     (row, outcomes)
+}
+
+/// The plausibility checks of the window modes over a row's requests
+/// ([`crate::plausibility`]): per-request usage (above `max_tokens`, faster than the stream),
+/// and over the completed requests the stream checks (single write, unbacked or end-jumping
+/// usage, per-stream speed), plus non-cumulative usage. Warnings go to `warnings` /
+/// `warning_kinds`; an invalid finding makes an `ok` row `invalid` with its text as the reason.
+pub fn judge_plausibility(row: &mut RateRow, outcomes: &[RequestOutcome], max_tokens: u64) {
+    use crate::plausibility::{check_requests, check_stream_timing, RequestFacts, StreamTiming};
+    let facts: Vec<RequestFacts> = outcomes
+        .iter()
+        .map(|o| RequestFacts {
+            output_tokens: o.stream.record.output_tokens,
+            usage_jump: o.stream.facts.usage_jump,
+        })
+        .collect();
+    let mut findings = check_requests(&facts, max_tokens);
+    let timings: Vec<StreamTiming> = outcomes
+        .iter()
+        .filter(|o| o.stream.record.completed)
+        .map(|o| StreamTiming::of(&o.stream.record, &o.stream.facts))
+        .collect();
+    findings.extend(check_stream_timing(&timings));
+    if outcomes.iter().any(|o| o.stream.record.nonmonotonic_usage) {
+        row.warnings
+            .push(crate::cell::NOT_CUMULATIVE_WARNING.into());
+    }
+    for f in findings {
+        if f.invalid && row.status == Some(CellStatus::Ok) {
+            row.status = Some(CellStatus::Invalid);
+            row.status_reason = Some(match row.status_reason.take() {
+                Some(r) => format!("{}; {r}", f.message),
+                None => f.message,
+            });
+            if !row.warning_kinds.contains(&f.kind) {
+                row.warning_kinds.push(f.kind);
+            }
+            continue;
+        }
+        row.warnings.push(f.message);
+        if !row.warning_kinds.contains(&f.kind) {
+            row.warning_kinds.push(f.kind);
+        }
+    }
 }
 
 fn ms(v: Option<f64>) -> String {
