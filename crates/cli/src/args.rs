@@ -32,11 +32,29 @@ macro_rules! usage_bail {
 pub(crate) use usage_bail;
 
 /// Fails before any measurement when `path` cannot receive the results file: it is a
-/// directory, or its folder cannot be created or written. Hours of measurements must not end in
-/// "cannot write".
+/// directory, something that is not a regular file (a device such as `/dev/full`, a FIFO, a
+/// socket, a symbolic link: every output is replaced atomically by renaming a new file over it,
+/// which would replace the node or the link itself, and a previous file is kept by renaming it),
+/// or its folder cannot be created or written. Hours of measurements must not end in "cannot
+/// write".
 pub fn check_output_path(path: &std::path::Path, flag: &str) -> anyhow::Result<()> {
-    if path.is_dir() {
-        usage_bail!("{flag} {} is a directory; give a file name", path.display());
+    if let Ok(m) = std::fs::symlink_metadata(path) {
+        let ft = m.file_type();
+        if ft.is_dir() {
+            usage_bail!("{flag} {} is a directory; give a file name", path.display());
+        }
+        if ft.is_symlink() {
+            usage_bail!(
+                "{flag} {} is a symbolic link; give the path of a regular file (outputs are replaced by renaming a new file over them, which would replace the link)",
+                path.display()
+            );
+        }
+        if !ft.is_file() {
+            usage_bail!(
+                "{flag} {} is not a regular file (a device, FIFO or socket); servebench writes its outputs only to regular files",
+                path.display()
+            );
+        }
     }
     let dir = match path.parent() {
         Some(d) if !d.as_os_str().is_empty() => d.to_path_buf(),
@@ -51,6 +69,31 @@ pub fn check_output_path(path: &std::path::Path, flag: &str) -> anyhow::Result<(
                 dir.display()
             ))
         })
+}
+
+/// Fails when two output flags name one file (`-o res.json --export-md res.json`): one would
+/// overwrite the other, or keep it as NAME.1.EXT. `outputs`: (path, flag) pairs; paths are
+/// compared after resolving their folders (which [`check_output_path`] created).
+pub fn check_distinct_outputs(outputs: &[(&std::path::Path, &str)]) -> anyhow::Result<()> {
+    let key = |p: &std::path::Path| {
+        let dir = match p.parent() {
+            Some(d) if !d.as_os_str().is_empty() => d.to_path_buf(),
+            _ => PathBuf::from("."),
+        };
+        let dir = std::fs::canonicalize(&dir).unwrap_or(dir);
+        dir.join(p.file_name().unwrap_or_default())
+    };
+    for (i, (a, fa)) in outputs.iter().enumerate() {
+        for (b, fb) in &outputs[..i] {
+            if key(a) == key(b) {
+                usage_bail!(
+                    "{fb} and {fa} both name {}; give each output its own file",
+                    a.display()
+                );
+            }
+        }
+    }
+    Ok(())
 }
 
 /// Measure how fast an LLM inference server really is: sustained decode tok/s over a
@@ -418,7 +461,12 @@ pub struct RunArgs {
     )]
     pub warmup_request_count: u64,
     /// After the sustained matrix, run a Burst / E2E matrix (finite batches, final usage only).
-    #[arg(help_heading = "Request-count and Burst / E2E layers", long)]
+    /// Not with --request-count, whose cells already are that layer.
+    #[arg(
+        help_heading = "Request-count and Burst / E2E layers",
+        long,
+        conflicts_with = "request_count"
+    )]
     pub run_burst: bool,
     /// Measured requests per burst cell (0 = max(C, C × --burst-requests-per-concurrency)).
     #[arg(

@@ -8,21 +8,59 @@ use std::path::{Path, PathBuf};
 use servebench_core::RunEvent;
 use tokio::sync::mpsc::{UnboundedReceiver, UnboundedSender};
 
-/// Consumes `rx` until it closes: writes each checkpoint to `path` (in order, off the async
+/// A results file of a measuring command (`run`, `task`): a file already at its path is kept
+/// (renamed to NAME.1.json or the next free number, said on stderr) just before the first write,
+/// so a run that never writes (its probe failed, a bad flag found late) leaves it where it was.
+#[derive(Debug)]
+pub struct OutputFile {
+    path: PathBuf,
+    kept: std::sync::Once,
+}
+
+impl OutputFile {
+    /// The results file at `path`; nothing is touched until [`OutputFile::write`].
+    pub fn new(path: PathBuf) -> Self {
+        OutputFile {
+            path,
+            kept: std::sync::Once::new(),
+        }
+    }
+
+    /// Where the results go.
+    pub fn path(&self) -> &Path {
+        &self.path
+    }
+
+    /// Keeps a previous file (first call only), then writes `results` atomically
+    /// ([`write_results`]).
+    ///
+    /// # Errors
+    /// Those of [`write_results`].
+    pub fn write<T>(&self, results: &T) -> anyhow::Result<()>
+    where
+        T: serde::Serialize + serde::de::DeserializeOwned + Clone,
+    {
+        self.kept
+            .call_once(|| crate::reports::keep_previous(&self.path));
+        write_results(results, &self.path)
+    }
+}
+
+/// Consumes `rx` until it closes: writes each checkpoint to `file` (in order, off the async
 /// threads) and forwards every other event to `live`. A failed write is reported once on stderr
 /// and the run goes on (the final write reports the error again).
 pub async fn pump(
     mut rx: UnboundedReceiver<RunEvent>,
     live: UnboundedSender<RunEvent>,
-    path: PathBuf,
+    file: std::sync::Arc<OutputFile>,
 ) {
+    let path = file.path().to_path_buf();
     let mut warned = false;
     while let Some(ev) = rx.recv().await {
         match ev {
             RunEvent::Checkpoint(results) => {
-                let p = path.clone();
-                let written =
-                    tokio::task::spawn_blocking(move || write_results(&*results, &p)).await;
+                let f = file.clone();
+                let written = tokio::task::spawn_blocking(move || f.write(&*results)).await;
                 let err = match written {
                     Ok(Ok(())) => None,
                     Ok(Err(e)) => Some(e.to_string()),

@@ -17,16 +17,18 @@ pub struct RowWriter {
     path: PathBuf,
 }
 
-/// Opens `path` (a previous file of that name is kept as NAME.1.jsonl, like every output of a
-/// run) and starts the writer; returns the export handle for `RunConfig::export`.
+/// Starts the writer of `path`; returns the export handle for `RunConfig::export`. The file is
+/// opened at the first row (a previous file of that name is kept as NAME.1.jsonl then, like every
+/// output of a run), so a run that fails to start leaves an older file where it was.
+///
+/// # Errors
+/// The writer thread could not be started.
 pub fn start(path: &Path) -> anyhow::Result<(RequestExport, RowWriter)> {
-    crate::reports::keep_previous(path);
-    let file = File::create(path)
-        .map_err(|e| anyhow::anyhow!("--export-requests {}: {e}", path.display()))?;
     let (tx, rx) = export::channel();
+    let p = path.to_owned();
     let handle = std::thread::Builder::new()
         .name("export-requests".into())
-        .spawn(move || write_rows(rx, BufWriter::new(file)))?;
+        .spawn(move || write_rows(rx, &p))?;
     Ok((
         tx,
         RowWriter {
@@ -36,11 +38,22 @@ pub fn start(path: &Path) -> anyhow::Result<(RequestExport, RowWriter)> {
     ))
 }
 
-/// Writes every row that comes, one JSON object per line, until the channel closes. Returns
-/// the number of rows written.
-fn write_rows(rx: Receiver<RequestRow>, mut out: impl Write) -> std::io::Result<u64> {
+/// Opens `path` for the rows, keeping a previous file.
+fn open(path: &Path) -> std::io::Result<BufWriter<File>> {
+    crate::reports::keep_previous(path);
+    File::create(path).map(BufWriter::new)
+}
+
+/// Writes every row that comes to `path` (opened at the first one), one JSON object per line,
+/// until the channel closes. Returns the number of rows written.
+fn write_rows(rx: Receiver<RequestRow>, path: &Path) -> std::io::Result<u64> {
+    let mut rows = rx.into_iter();
+    let Some(first) = rows.next() else {
+        return Ok(0);
+    };
+    let mut out = open(path)?;
     let mut n = 0;
-    for row in rx {
+    for row in std::iter::once(first).chain(rows) {
         // A registered secret (the API key) echoed by the server in an error text is redacted;
         // the row is written from its scrubbed value only then (other rows keep their order).
         if servebench_client::secrets::any() {
@@ -62,9 +75,15 @@ fn write_rows(rx: Receiver<RequestRow>, mut out: impl Write) -> std::io::Result<
 
 impl RowWriter {
     /// Waits for the writer (every [`RequestExport`] must be dropped first) and reports a write
-    /// error with the flag's name.
-    pub fn finish(self) -> anyhow::Result<u64> {
+    /// error with the flag's name. A run that measured no request (`ran`: it started and
+    /// finished, every cell kept by `--resume`, say) still gets its empty file; one that failed
+    /// to start gets none.
+    pub fn finish(self, ran: bool) -> anyhow::Result<u64> {
         match self.handle.join() {
+            Ok(Ok(0)) if ran => open(&self.path)
+                .and_then(|mut f| f.flush())
+                .map(|()| 0)
+                .map_err(|e| anyhow::anyhow!("--export-requests {}: {e}", self.path.display())),
             Ok(Ok(n)) => Ok(n),
             Ok(Err(e)) => Err(anyhow::anyhow!(
                 "--export-requests {}: {e}",

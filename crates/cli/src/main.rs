@@ -102,16 +102,16 @@ pub(crate) fn one_line_error(e: &anyhow::Error) -> String {
 }
 
 /// A report for the terminal: every control character but the line feed (a server's model id
-/// or error text with escape sequences) replaced by a space, and the registered secrets redacted
+/// or error text with escape sequences) and every bidirectional formatting character replaced
+/// by a space, and the registered secrets redacted
 /// (issue 17).
 fn terminal_text(text: &str) -> std::borrow::Cow<'_, str> {
-    if !text.chars().any(|c| c.is_control() && c != '\n') {
+    let bad =
+        |c: char| (c.is_control() && c != '\n') || servebench_report::export::is_bidi_control(c);
+    if !text.chars().any(bad) {
         return servebench_client::secrets::scrub(text);
     }
-    let clean: String = text
-        .chars()
-        .map(|c| if c.is_control() && c != '\n' { ' ' } else { c })
-        .collect();
+    let clean: String = text.chars().map(|c| if bad(c) { ' ' } else { c }).collect();
     std::borrow::Cow::Owned(servebench_client::secrets::scrub(&clean).into_owned())
 }
 
@@ -124,7 +124,10 @@ async fn cmd_run(a: RunArgs) -> anyhow::Result<ExitCode> {
         .unwrap_or_else(|| args::DEFAULT_OUTPUT.into());
     let resumed = match &a.resume {
         Some(f) => match read_results(f).map_err(args::usage)? {
-            (_, AnyResults::Matrix(r)) => Some(r),
+            (raw, AnyResults::Matrix(mut r)) => {
+                rerun_impossible(&mut r, &raw, f);
+                Some(r)
+            }
             (_, AnyResults::Task(_)) => args::usage_bail!(
                 "--resume {}: this is a `servebench task` results file; only `servebench run` results can be resumed",
                 f.display()
@@ -146,6 +149,12 @@ async fn cmd_run(a: RunArgs) -> anyhow::Result<ExitCode> {
     if let Some(p) = &a.export_requests {
         args::check_output_path(p, "--export-requests")?;
     }
+    let mut outputs: Vec<(&std::path::Path, &str)> = vec![(output.as_path(), "-o")];
+    outputs.extend(exports.iter().map(|(_, p, f)| (p.as_path(), *f)));
+    if let Some(p) = &a.export_requests {
+        outputs.push((p.as_path(), "--export-requests"));
+    }
+    args::check_distinct_outputs(&outputs)?;
     // Keep the embedded simulator alive for the whole run.
     let (mut cfg, sim) = a.to_config()?;
     let row_writer = match &a.export_requests {
@@ -171,8 +180,9 @@ async fn cmd_run(a: RunArgs) -> anyhow::Result<ExitCode> {
     if let Some(note) = note {
         eprintln!("servebench: {note}");
     }
-    // A previous results file is never overwritten: it is renamed to NAME.1.json before the
-    // first checkpoint replaces it (with --resume, after it was read: the original is kept).
+    // A previous results file is never overwritten: it is renamed to NAME.1.json just before
+    // the first checkpoint replaces it (with --resume, after it was read: the original is
+    // kept); a run that fails to start leaves it untouched.
     let (session, rx) = session::Session::start(
         output,
         matches!(display, live::Display::Plain { .. })
@@ -198,10 +208,62 @@ async fn cmd_run(a: RunArgs) -> anyhow::Result<ExitCode> {
     drop(sim);
     // The run's config (every export sender) is gone: the writer ends at the last row.
     if let Some(w) = row_writer {
-        w.finish()?;
+        w.finish(results.is_ok())?;
     }
     let results = results.map_err(run_error)?;
     finish_run(&results, &output, &exports, percentiles)
+}
+
+/// The rows of a file given to `--resume` that hold impossible values
+/// ([`servebench_results::check::impossible_values`]: a cell with more completed requests than
+/// it sent, an aggregate that is not its tokens over its window, …) are no finished
+/// measurement: they are marked `error` here, so they run again like failed ones, and stderr
+/// says so.
+fn rerun_impossible(file: &mut Results, raw: &serde_json::Value, path: &std::path::Path) {
+    let found = servebench_results::check::impossible_values(raw);
+    let mut rerun = 0usize;
+    let mut first = None;
+    for f in &found {
+        let mut parts = f.pointer.trim_start_matches('/').split('/');
+        let (Some(list), Some(key)) = (parts.next(), parts.next()) else {
+            continue;
+        };
+        let index = key.parse::<usize>().ok();
+        let hit = match (list, index) {
+            ("results", Some(i)) => file
+                .results
+                .get_mut(i)
+                .map(|c| c.status = CellStatus::Error),
+            ("burst_results", Some(i)) => file
+                .burst_results
+                .get_mut(i)
+                .map(|c| c.status = CellStatus::Error),
+            ("rate_results", Some(i)) => file
+                .rate_results
+                .get_mut(i)
+                .map(|r| r.status = Some(CellStatus::Error)),
+            ("prefill", _) => file
+                .prefill
+                .get_mut(key)
+                .map(|r| r.status = Some(CellStatus::Error)),
+            ("prefill_warm", _) => file
+                .prefill_warm
+                .get_mut(key)
+                .map(|r| r.status = Some(CellStatus::Error)),
+            _ => None,
+        };
+        if hit.is_some() {
+            rerun += 1;
+            first.get_or_insert_with(|| f.to_string());
+        }
+    }
+    if let Some(first) = first {
+        let _ = writeln!(
+            std::io::stderr(),
+            "servebench: --resume {}: {rerun} impossible values in finished rows (first: {first}); those rows run again (`servebench validate` lists them)",
+            path.display()
+        );
+    }
 }
 
 /// Checks that `file` (the results given to `--resume`) measured what this run measures and
@@ -262,7 +324,7 @@ fn run_error(e: servebench_core::RunError) -> anyhow::Error {
 /// file cannot be written, the report is still printed so the measurements are not lost.
 fn finish_run(
     results: &Results,
-    output: &std::path::Path,
+    output: &checkpoint::OutputFile,
     exports: &[(
         servebench_report::export::ExportFormat,
         std::path::PathBuf,
@@ -272,15 +334,16 @@ fn finish_run(
 ) -> anyhow::Result<ExitCode> {
     // Every output below comes from the results with the registered secrets redacted.
     let results = &*checkpoint::scrubbed(results);
-    let written = checkpoint::write_results(results, output)
-        .with_context(|| format!("cannot write {}", output.display()));
+    let written = output
+        .write(results)
+        .with_context(|| format!("cannot write {}", output.path().display()));
     let mut opts = servebench_report::ReportOptions {
         show_capacity_limited_values: results.metadata.show_capacity_limited_values,
         json_path: None,
         percentiles,
     };
     let export_errors = reports::write_run_exports(results, exports, &opts);
-    opts.json_path = written.is_ok().then(|| output.display().to_string());
+    opts.json_path = written.is_ok().then(|| output.path().display().to_string());
     let text = servebench_report::render_text(results, &opts);
     let mut stdout = std::io::stdout().lock();
     let _ = writeln!(stdout);

@@ -1,7 +1,7 @@
 //! One session path for the commands that measure a target (`run`, `task`): the note about the
 //! built-in simulator, Ctrl-C / SIGTERM / SIGHUP handling (with the cause recorded for the
 //! runner's cell reasons), the event channel, the results file (a previous file kept as
-//! NAME.1.json before anything is written, then every write atomic through
+//! NAME.1.json at the first write, then every write atomic through
 //! [`crate::checkpoint::write_results`]) and the exit codes.
 
 use std::io::Write as _;
@@ -28,13 +28,14 @@ pub struct Session {
     pub cancel: CancellationToken,
     /// The runner's event sink (its skip control carries the stop cause).
     pub events: Arc<EventSink>,
-    /// The results file.
-    pub output: PathBuf,
+    /// The results file (a previous one is kept at the first write).
+    pub output: Arc<crate::checkpoint::OutputFile>,
 }
 
 impl Session {
     /// Starts a session writing to `output`: a file already there is kept as NAME.1.json (or
-    /// the next free number) now, before the first write; signal handlers are installed, and
+    /// the next free number) at the first write (a run that fails to start leaves it as it
+    /// was); signal handlers are installed, and
     /// `what` (the action on the first signal, e.g. "writing partial results") is printed on
     /// the first signal unless `None` (a dashboard shows it). Returns the receiving end of the
     /// event channel.
@@ -42,7 +43,6 @@ impl Session {
         output: PathBuf,
         what: Option<&'static str>,
     ) -> (Session, UnboundedReceiver<RunEvent>) {
-        crate::reports::keep_previous(&output);
         let (tx, rx) = tokio::sync::mpsc::unbounded_channel::<RunEvent>();
         let events = Arc::new(EventSink::new(Some(tx)));
         let cancel = CancellationToken::new();
@@ -51,7 +51,7 @@ impl Session {
             Session {
                 cancel,
                 events,
-                output,
+                output: Arc::new(crate::checkpoint::OutputFile::new(output)),
             },
             rx,
         )

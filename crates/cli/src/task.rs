@@ -293,8 +293,9 @@ pub async fn cmd_task(a: TaskArgs) -> anyhow::Result<ExitCode> {
         servebench_core::task::TaskError::Probe(p) => crate::args::probe_error(&p),
         e => anyhow::anyhow!(e),
     })?;
-    let written = crate::checkpoint::write_results(&results, &output)
-        .with_context(|| format!("cannot write {}", output.display()));
+    let written = output
+        .write(&results)
+        .with_context(|| format!("cannot write {}", output.path().display()));
     // what the terminal shows is what the file holds: registered secrets redacted (a server
     // can spell the API key out in an answer, one token at a time), no control characters
     let text = render_report(
@@ -321,7 +322,7 @@ pub async fn cmd_task(a: TaskArgs) -> anyhow::Result<ExitCode> {
         }
         bail!(
             "the results written to {} violate schema/task.schema.json ({} problems): this is a servebench bug",
-            output.display(),
+            output.path().display(),
             violations.len()
         );
     }

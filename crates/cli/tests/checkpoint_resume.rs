@@ -299,3 +299,40 @@ fn sigkill_keeps_the_finished_cells_and_resume_completes_the_matrix() {
         "the kept cell is not run again"
     );
 }
+
+/// Issue 17 break-it round 4: `--resume` kept a finished cell that claimed more completed
+/// requests than it sent. A kept row with an impossible value runs again, and stderr says so.
+#[test]
+fn resume_runs_impossible_cells_again() {
+    let b = Bench::new();
+    let out = b.kill_after_first_cell(libc::SIGKILL);
+    assert_eq!(out.status.code(), None, "{}", text(&out.stderr));
+    let path = b.output();
+    let mut v = read_json(&path).expect("results file");
+    let first = v["results"]
+        .as_array_mut()
+        .unwrap()
+        .iter_mut()
+        .find(|c| c["concurrency"] == 1 && c["context_tokens"] == 0)
+        .expect("C=1 ctx=0 finished");
+    let sent = first["request_count"].as_u64().unwrap();
+    first["completed_request_count"] = Value::from(sent + 5);
+    std::fs::write(&path, serde_json::to_vec_pretty(&v).unwrap()).unwrap();
+    let done = b.run(&["--resume", path.to_str().unwrap()]);
+    let stderr = text(&done.stderr);
+    assert_eq!(done.status.code(), Some(0), "{stderr}");
+    assert!(
+        stderr.contains("impossible values in finished rows")
+            && stderr.contains("completed_request_count"),
+        "{stderr}"
+    );
+    let v = read_json(&path).expect("results file");
+    assert_schema_valid(&v);
+    let again = cell(&v, 1, 0);
+    assert_eq!(again["status"], "ok");
+    assert!(again["completed_request_count"].as_u64() <= again["request_count"].as_u64());
+    assert!(!v["resumed_from"]["kept_cells"]
+        .as_array()
+        .unwrap()
+        .contains(&Value::from("C=1 ctx=0")));
+}

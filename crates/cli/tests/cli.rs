@@ -272,6 +272,13 @@ fn invalid_flags_fail_with_one_clear_line() {
 
     let out = b.run_env(&["run", "--bogus"], &[], QUICK_TIMEOUT);
     out.usage_error(&["--bogus"]);
+    // issue 17 break-it round 4: --run-burst was ignored with --request-count
+    let out = b.run_env(
+        &["run", "--request-count", "2", "--run-burst"],
+        &[],
+        QUICK_TIMEOUT,
+    );
+    out.usage_error(&["--run-burst", "--request-count"]);
 
     let out = b.run_env(
         &["run", "--url", url, "--concurrency", "0"],
@@ -461,6 +468,99 @@ fn unwritable_output_leaves_no_temp_file() {
         .filter(|n| n.contains(".tmp"))
         .collect();
     assert!(leftovers.is_empty(), "temporary files left: {leftovers:?}");
+}
+
+/// Issue 17 break-it round 4: `-o /dev/full` renamed the device node to `/dev/full.1` and put a
+/// regular file in its place; a FIFO or a symbolic link was replaced the same way. Outputs that
+/// are no regular file are refused (exit 2) before anything runs, and the node is left alone.
+#[cfg(unix)]
+#[test]
+fn outputs_that_are_no_regular_file_are_refused_and_left_alone() {
+    let b = Bench::new();
+    let target = b.path("real.json");
+    std::fs::write(&target, "{}").unwrap();
+    let link = b.path("link.json");
+    std::os::unix::fs::symlink(&target, &link).unwrap();
+    let fifo = b.path("pipe.json");
+    let made = std::process::Command::new("mkfifo").arg(&fifo).status();
+    let mut cases = vec![(link.clone(), "symbolic link")];
+    if made.is_ok_and(|s| s.success()) {
+        cases.push((fifo.clone(), "not a regular file"));
+    }
+    if Path::new("/dev/null").exists() {
+        cases.push((PathBuf::from("/dev/null"), "not a regular file"));
+    }
+    for (path, words) in &cases {
+        let p = path.to_str().unwrap();
+        for flag in ["-o", "--export-md", "--export-requests"] {
+            let mut args = vec!["run"];
+            args.extend_from_slice(SHORT);
+            args.extend_from_slice(&["--concurrency", "1", "--contexts", "0", flag, p]);
+            let out = b.run_env(&args, &[], QUICK_TIMEOUT);
+            out.runtime_error(2, &[flag, words]);
+        }
+        let out = b.run_env(
+            &["report", target.to_str().unwrap(), "-o", p],
+            &[],
+            QUICK_TIMEOUT,
+        );
+        out.runtime_error(2, &["-o", words]);
+    }
+    assert!(std::fs::symlink_metadata(&link)
+        .unwrap()
+        .file_type()
+        .is_symlink());
+    assert_eq!(std::fs::read_to_string(&target).unwrap(), "{}");
+    assert!(!b.path("link.1.json").exists() && !b.path("pipe.1.json").exists());
+    assert!(!Path::new("/dev/null.1").exists());
+}
+
+/// Issue 17 break-it round 4: `-o res.json --export-md res.json` exited 0 with the JSON moved
+/// to `res.1.json`. Two outputs naming one file are a flag error.
+#[test]
+fn two_outputs_naming_one_file_are_refused() {
+    let b = Bench::new();
+    let same = b.path("res.json");
+    let p = same.to_str().unwrap();
+    let dotted = format!("{}/./res.json", b.dir.path().display());
+    for (a, x, flag) in [
+        (p, p, "--export-md"),
+        (p, dotted.as_str(), "--export-csv"),
+        (p, p, "--export-requests"),
+    ] {
+        let mut args = vec!["run"];
+        args.extend_from_slice(SHORT);
+        args.extend_from_slice(&["--concurrency", "1", "--contexts", "0", "-o", a, flag, x]);
+        let out = b.run_env(&args, &[], QUICK_TIMEOUT);
+        out.runtime_error(2, &["-o", flag, "both name"]);
+    }
+    assert!(!same.exists() && !b.path("res.1.json").exists());
+}
+
+/// Issue 17 break-it round 4: a run that failed to start (an unreachable server) had already
+/// renamed the previous results file to NAME.1.json. The previous file is kept only when a new
+/// one is written.
+#[test]
+fn a_run_that_fails_to_start_leaves_the_previous_results_where_they_were() {
+    let b = Bench::new();
+    std::fs::write(b.output(), "previous").unwrap();
+    let req = b.path("req.jsonl");
+    std::fs::write(&req, "previous rows").unwrap();
+    let out = b.bench(
+        "http://127.0.0.1:1",
+        &[
+            "--concurrency",
+            "1",
+            "--contexts",
+            "0",
+            "--export-requests",
+            req.to_str().unwrap(),
+        ],
+    );
+    assert_eq!(out.code(), Some(1), "{}", out.stderr);
+    assert_eq!(std::fs::read_to_string(b.output()).unwrap(), "previous");
+    assert_eq!(std::fs::read_to_string(&req).unwrap(), "previous rows");
+    assert!(!b.path("results.1.json").exists() && !b.path("req.1.jsonl").exists());
 }
 
 /// The output folder was writable at the start but is gone when the results are written (here:

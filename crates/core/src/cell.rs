@@ -731,7 +731,7 @@ impl SustainedRun {
         settings: &CellSettings,
     ) -> Vec<String> {
         let mut warnings = Vec::new();
-        if tally.tokens > 0 && !tally.all_continuous() {
+        if tally.tokens > 0 && tally.multi_event > 0 && !tally.all_continuous() {
             warnings.push(format!(
                 "usage was not streamed on every chunk ({} of {} requests): window tokens were counted one per SSE event, \
                  corrected by usage only when it arrived; multi-token chunks (speculative decoding) are undercounted",

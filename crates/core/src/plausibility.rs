@@ -93,6 +93,10 @@ pub struct StreamTiming {
     pub continuous_usage: bool,
     /// Tokens counted from chunks without a token time (the final usage-only chunk), tokens.
     pub untimed_tokens: u64,
+    /// Tokens credited to the first token event, tokens.
+    pub first_event_tokens: u64,
+    /// Token events (chunks with a token time).
+    pub token_events: u64,
 }
 
 impl StreamTiming {
@@ -110,6 +114,8 @@ impl StreamTiming {
             reasoning_tokens: r.reasoning_tokens,
             continuous_usage: r.continuous_usage,
             untimed_tokens: r.untimed_tokens,
+            first_event_tokens: r.timed_events.first().map_or(0, |e| e.tokens),
+            token_events: r.timed_events.len() as u64,
         }
     }
 }
@@ -122,6 +128,14 @@ pub const CONTINUOUS_USAGE_UNTIMED_SLACK: u64 = 4;
 /// [`CONTINUOUS_USAGE_UNTIMED_SLACK`] tokens that no chunk carried.
 fn jumped_at_end(r: &StreamTiming) -> bool {
     r.continuous_usage && r.untimed_tokens > CONTINUOUS_USAGE_UNTIMED_SLACK
+}
+
+/// The request's first token event carried at least half of its tokens although more events
+/// followed: a prefill step yields one token (speculative decoding adds drafts only from the
+/// next step), so the usage was front-loaded or the server held its first tokens back; TTFT
+/// then times a burst and TTST is 0 by definition.
+fn front_loaded(r: &StreamTiming) -> bool {
+    r.token_events >= 2 && r.first_event_tokens >= 2 && 2 * r.first_event_tokens >= r.output_tokens
 }
 
 /// Most output tokens per byte of text a stream can carry before its count is flagged: a
@@ -204,6 +218,24 @@ pub fn check_stream_timing(requests: &[StreamTiming]) -> Vec<Finding> {
                 requests.len(),
                 worst.untimed_tokens,
                 worst.untimed_tokens,
+                worst.output_tokens
+            ),
+        });
+    }
+    let front: Vec<&StreamTiming> = requests
+        .iter()
+        .filter(|r| r.output_tokens >= SINGLE_WRITE_MIN_TOKENS && front_loaded(r))
+        .collect();
+    if !front.is_empty() && 2 * front.len() >= eligible {
+        let worst = front.iter().max_by_key(|r| r.first_event_tokens).unwrap();
+        out.push(Finding {
+            kind: FailureKind::UsageImplausible,
+            invalid: false,
+            message: format!(
+                "usage_implausible: {} of {} requests had at least half of their tokens on the first chunk (up to {} of {}) although more chunks followed: a prefill step yields one token, so the usage is front-loaded or the server held its first tokens back; TTFT times that burst and TTST is 0",
+                front.len(),
+                requests.len(),
+                worst.first_event_tokens,
                 worst.output_tokens
             ),
         });
@@ -338,9 +370,28 @@ pub fn check_context(
         .max();
     result.measured_prompt_tokens = measured;
     let mut out = Vec::new();
-    let (Some(m), true) = (measured, requested > 0) else {
+    let Some(m) = measured else {
         return out;
     };
+    // A count no prompt of this cell can have (issue 17: 1e12 prompt tokens): the server's
+    // usage is not a count of what was sent, and `input_seq_len_avg` would publish it.
+    let reference = sent.map_or(requested, |s| s.tokens.max(requested));
+    let limit = crate::prefill::PROMPT_INFLATION_RATIO * reference as f64
+        + crate::prefill::PROMPT_INFLATION_SLACK as f64;
+    if m as f64 > limit {
+        out.push(Finding {
+            kind: FailureKind::UsageImplausible,
+            invalid: true,
+            message: format!(
+                "usage_implausible: the server reported {m} prompt tokens for prompts of ~{reference} tokens (context {}): the count is no count of what was sent",
+                format_context(requested)
+            ),
+        });
+        return out;
+    }
+    if requested == 0 {
+        return out;
+    }
     let label = format_context(requested);
     if let Some(s) = sent.filter(|s| s.tokens > 0) {
         if (m as f64) < s.tokens as f64 * TRUNCATION_RATIO {
@@ -634,6 +685,27 @@ mod tests {
         };
         assert!(check_context(&mut c, 0, None, None).is_empty());
         assert_eq!(c.requested_context_tokens, Some(0));
+        // issue 17 break-it round 4: 1e12 prompt tokens for a 1,000-token prompt
+        let mut c = CellResult {
+            prompt_tokens: Some(1_000_000_000_000),
+            ..Default::default()
+        };
+        let f = check_context(&mut c, 1024, Some(sent), None);
+        assert_eq!(f.len(), 1);
+        assert!(f[0].invalid && f[0].kind == FailureKind::UsageImplausible);
+        assert!(f[0]
+            .message
+            .contains("1000000000000 prompt tokens for prompts of ~1024"));
+        let mut c = CellResult {
+            prompt_tokens: Some(4097),
+            ..Default::default()
+        };
+        assert!(check_context(&mut c, 0, None, None)[0].invalid);
+        let mut c = CellResult {
+            prompt_tokens: Some(4096),
+            ..Default::default()
+        };
+        assert!(check_context(&mut c, 0, None, None).is_empty());
     }
 }
 
@@ -684,6 +756,43 @@ mod stream_timing_tests {
         };
         assert!(check_stream_timing(&[spec]).is_empty());
         assert!(check_stream_timing(&[plain(), plain(), jump]).is_empty());
+    }
+
+    /// Issue 17 break-it round 4: usage 32 on the first chunk gave TTST 0 on an ok cell with
+    /// no word about it.
+    #[test]
+    fn front_loaded_usage_is_flagged() {
+        let front = StreamTiming {
+            first_event_tokens: 32,
+            token_events: 33,
+            output_tokens: 64,
+            text_bytes: 256,
+            delta_chunks: 33,
+            ..StreamTiming::default()
+        };
+        let f = check_stream_timing(&[front, front, plain()]);
+        assert_eq!(f.len(), 1, "{f:?}");
+        assert_eq!(
+            (f[0].kind, f[0].invalid),
+            (FailureKind::UsageImplausible, false)
+        );
+        assert!(
+            f[0].message.contains("2 of 3 requests") && f[0].message.contains("up to 32 of 64")
+        );
+        // below half: speculative chunks or a small first burst are fine
+        let some = StreamTiming {
+            first_event_tokens: 31,
+            ..front
+        };
+        assert!(check_stream_timing(&[some]).is_empty());
+        // one event only is single_write's case, not this one
+        let one = StreamTiming {
+            token_events: 1,
+            ..front
+        };
+        assert!(check_stream_timing(&[one]).is_empty());
+        // one request in three is no pattern
+        assert!(check_stream_timing(&[front, plain(), plain()]).is_empty());
     }
 
     #[test]

@@ -386,6 +386,40 @@ pub fn cold_row(
     }
 }
 
+/// How many times the prompt's size a server's `usage.prompt_tokens` may be before it is no
+/// count of that prompt: prompts are sized to their context (within a few percent once
+/// calibrated, within a chat template's tokens otherwise), so 4x plus
+/// [`PROMPT_INFLATION_SLACK`] tokens is far beyond any tokenizer or template difference.
+pub const PROMPT_INFLATION_RATIO: f64 = 4.0;
+
+/// Tokens a reported prompt may exceed [`PROMPT_INFLATION_RATIO`] × its context by (a chat
+/// template and a system prompt around a short prompt).
+pub const PROMPT_INFLATION_SLACK: u64 = 4096;
+
+/// Marks `row` (cold or warm, of context `ctx` tokens) `invalid` with a `usage_implausible`
+/// reason when the server's `usage.prompt_tokens` cannot count the prompt that was sent: above
+/// the model's `max_model_len` (the server could not have accepted it) or above
+/// [`PROMPT_INFLATION_RATIO`] × `ctx` + [`PROMPT_INFLATION_SLACK`]. A prefill speed of
+/// 8e14 tok/s from a claimed 1e12-token prompt is no measurement (issue 17). Rows that are not
+/// `ok` are left as they are.
+pub fn check_prompt_tokens(row: &mut PrefillRow, ctx: u64, max_model_len: Option<u64>) {
+    let (Some(p), Some(CellStatus::Ok)) = (row.prompt_tokens, row.status) else {
+        return;
+    };
+    let limit = PROMPT_INFLATION_RATIO * ctx as f64 + PROMPT_INFLATION_SLACK as f64;
+    let why = match max_model_len {
+        Some(m) if p > m => format!("above the model's max_model_len {m}"),
+        _ if p as f64 > limit => {
+            format!("more than {PROMPT_INFLATION_RATIO:.0}x the ~{ctx}-token prompt that was sent")
+        }
+        _ => return,
+    };
+    row.status = Some(CellStatus::Invalid);
+    row.status_reason = Some(format!(
+        "usage_implausible: the server reported {p} prompt tokens, {why}: the count is no count of this prompt, so neither is its tok/s"
+    ));
+}
+
 /// A warm-prefix row: the same prompt sent again.
 ///
 /// Cached tokens: `usage.prompt_tokens_details.cached_tokens`, else the prefix-cache counter delta
@@ -547,6 +581,53 @@ mod tests {
             .status_reason
             .as_deref()
             .is_some_and(|r| r.starts_with("usage_implausible") && r.contains("999990")));
+    }
+
+    /// Issue 17 break-it round 4: `usage.prompt_tokens` = 1e12 gave an ok row at 8e14 tok/s.
+    #[test]
+    fn a_prompt_count_the_server_could_not_have_seen_is_an_invalid_row() {
+        let ok = |p: u64| PrefillRow {
+            prompt_tokens: Some(p),
+            tok_per_sec: Some(1e3),
+            status: Some(CellStatus::Ok),
+            ..Default::default()
+        };
+        let judged = |p: u64, max: Option<u64>| {
+            let mut r = ok(p);
+            check_prompt_tokens(&mut r, 16_384, max);
+            r
+        };
+        // a tokenizer or template difference stays ok, up to the limit itself
+        assert_eq!(judged(17_000, None).status, Some(CellStatus::Ok));
+        assert_eq!(judged(4 * 16_384 + 4096, None).status, Some(CellStatus::Ok));
+        let r = judged(4 * 16_384 + 4097, None);
+        assert_eq!(r.status, Some(CellStatus::Invalid));
+        assert!(r
+            .status_reason
+            .unwrap()
+            .starts_with("usage_implausible: the server reported 69633 prompt tokens"));
+        let r = judged(1_000_000_000_000, Some(32_768));
+        assert!(r
+            .status_reason
+            .unwrap()
+            .contains("above the model's max_model_len 32768"));
+        assert_eq!(
+            judged(32_769, Some(32_768)).status,
+            Some(CellStatus::Invalid)
+        );
+        assert_eq!(judged(32_768, Some(32_768)).status, Some(CellStatus::Ok));
+        // a failed row keeps its own reason
+        let mut failed = PrefillRow {
+            prompt_tokens: Some(u64::MAX),
+            status: Some(CellStatus::Error),
+            status_reason: Some("no successful sample".into()),
+            ..Default::default()
+        };
+        check_prompt_tokens(&mut failed, 0, None);
+        assert_eq!(
+            failed.status_reason.as_deref(),
+            Some("no successful sample")
+        );
     }
 
     #[test]

@@ -420,7 +420,11 @@ pub fn apply_window(cell: &mut CellResult, server: &WindowEvidence<'_>, client: 
                  client starved of CPU or a slow /metrics): server_output_tokens covers those {dt:.2} s"
             ));
         }
-        if let Some(g) = w.generation_tokens {
+        let tol_tokens = 2.0 * c as f64;
+        if let Some(g) = w
+            .generation_tokens
+            .filter(|&g| g > 0.0 || w.any_reset || client_tokens as f64 <= tol_tokens)
+        {
             cell.server_output_tokens = Some(g.round().max(0.0) as u64);
             if dt > 0.0 {
                 cell.server_gen_throughput = Some(g / dt);
@@ -447,6 +451,16 @@ pub fn apply_window(cell: &mut CellResult, server: &WindowEvidence<'_>, client: 
                 }
             }
         }
+        if w.generation_tokens.is_some_and(|g| g <= 0.0)
+            && !w.any_reset
+            && client_tokens as f64 > tol_tokens
+        {
+            // A counter that did not move while the client received tokens (issue 17: a stuck
+            // `generation_tokens_total`) measures nothing: null, not "the server generated 0".
+            cell.warnings.push(format!(
+                "the server's generated-token counter did not move during the window while the client counted {client_tokens} tokens: a stuck counter (or one that counts only finished requests); server_output_tokens is left empty"
+            ));
+        }
         cell.server_spec_accept_rate = w.spec_accept_rate;
         cell.server_spec_accept_length = w.spec_accept_length;
         cell.server_prefix_cache_hit_rate = w.prefix_cache_hit_rate;
@@ -461,9 +475,30 @@ pub fn apply_window(cell: &mut CellResult, server: &WindowEvidence<'_>, client: 
             ));
         }
     }
-    let running: Vec<f64> = samples.iter().filter_map(|s| s.running).collect();
-    let waiting: Vec<f64> = samples.iter().filter_map(|s| s.waiting).collect();
-    let kv: Vec<f64> = samples.iter().filter_map(|s| s.kv_usage).collect();
+    // A gauge below 0 is no count of requests or share of a cache (issue 17: a running gauge
+    // of -5): such samples are left out and said once.
+    let mut negative: Vec<(&str, f64)> = Vec::new();
+    let mut gauge = |name: &'static str, get: &dyn Fn(&ServerSample) -> Option<f64>| -> Vec<f64> {
+        let all: Vec<f64> = samples.iter().filter_map(get).collect();
+        if let Some(&low) = all
+            .iter()
+            .filter(|&&x| x < 0.0 || !x.is_finite())
+            .min_by(|a, b| a.total_cmp(b))
+        {
+            negative.push((name, low));
+        }
+        all.into_iter()
+            .filter(|&x| x >= 0.0 && x.is_finite())
+            .collect()
+    };
+    let running = gauge("running requests", &|s| s.running);
+    let waiting = gauge("waiting requests", &|s| s.waiting);
+    let kv = gauge("KV-cache usage", &|s| s.kv_usage);
+    for (name, low) in negative {
+        cell.warnings.push(format!(
+            "the server's {name} gauge read {low} (below 0, no count): those samples are left out"
+        ));
+    }
     let mean = |v: &[f64]| (!v.is_empty()).then(|| v.iter().sum::<f64>() / v.len() as f64);
     if cell.server_spec_accept_rate.is_none() && cell.server_spec_accept_length.is_none() {
         // No draft counters (SGLang exports acceptance only as gauges over its recent decode
@@ -662,6 +697,56 @@ mod tests {
             "{:?}",
             cell.warnings
         );
+    }
+
+    /// Issue 17 break-it round 4: a `generation_tokens_total` that never moved gave "server 0"
+    /// beside the client's 192 tokens with no warning, and a running gauge of -5 was recorded.
+    #[test]
+    fn a_stuck_counter_and_negative_gauges_are_no_evidence() {
+        let t0 = Instant::now();
+        let (a, b) = (
+            timed(t0, 5, 500.0),
+            timed(t0 + Duration::from_secs(5), 5, 500.0),
+        );
+        let mut cell = CellResult::default();
+        let neg = [sample(-5.0, 0.0), sample(4.0, -1.0), sample(4.0, 0.0)];
+        apply_sustained(
+            &mut cell,
+            Engine::Vllm,
+            Some(&a),
+            Some(&b),
+            &neg,
+            4,
+            192,
+            5.0,
+        );
+        assert_eq!(cell.server_output_tokens, None);
+        assert_eq!(cell.server_gen_throughput, None);
+        assert!(
+            cell.warnings
+                .iter()
+                .any(|w| w.contains("did not move") && w.contains("192 tokens")),
+            "{:?}",
+            cell.warnings
+        );
+        assert_eq!(cell.avg_running_reqs, Some(4.0));
+        assert_eq!(cell.avg_queue_reqs, Some(0.0));
+        assert!(
+            cell.warnings
+                .iter()
+                .any(|w| w.contains("running requests gauge read -5")),
+            "{:?}",
+            cell.warnings
+        );
+        assert!(cell
+            .warnings
+            .iter()
+            .any(|w| w.contains("waiting requests gauge read -1")));
+        // an idle window (no client tokens beyond 2·C) reads a still counter as 0, no warning
+        let mut idle = CellResult::default();
+        apply_sustained(&mut idle, Engine::Vllm, Some(&a), Some(&b), &[], 4, 8, 5.0);
+        assert_eq!(idle.server_output_tokens, Some(0));
+        assert!(idle.warnings.is_empty(), "{:?}", idle.warnings);
     }
 
     #[test]

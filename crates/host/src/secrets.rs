@@ -9,6 +9,8 @@
 //! * URL credentials `scheme://user:pass@host` become `scheme://<redacted>@host`, and URL query
 //!   parameters with a secret name (`?token=X`) lose their value;
 //! * `Authorization: …` headers and `Bearer …` values are replaced whole;
+//! * a word shaped like a service's access token ([`TOKEN_PREFIXES`]: `ghp_…`, `hf_…`, `sk-…`)
+//!   is replaced wherever it stands;
 //! * an argument that holds a whole command (`sh -c "vllm serve --api-key X"`) is redacted
 //!   word by word by the same rules; environment values are redacted as text (a URL with
 //!   credentials in `HF_ENDPOINT`).
@@ -281,8 +283,52 @@ fn redacted_value(v: &str) -> String {
     format!("{lead}{REDACTED}{trail}")
 }
 
+/// Prefixes of the access tokens of well-known services (GitHub `ghp_` / `gho_` / `ghu_` /
+/// `ghs_` / `ghr_` / `github_pat_`, Hugging Face `hf_`, OpenAI-style `sk-`, GitLab `glpat-`,
+/// Slack `xox?-`, AWS access key ids `AKIA`): a word that starts with one and goes on with
+/// [`TOKEN_MIN_TAIL`] or more token characters is a secret wherever it stands, even with no flag
+/// before it (`vllm serve M ghp_…` as a stray positional, `-e hf_…`).
+pub const TOKEN_PREFIXES: [&str; 13] = [
+    "ghp_",
+    "gho_",
+    "ghu_",
+    "ghs_",
+    "ghr_",
+    "github_pat_",
+    "hf_",
+    "sk-",
+    "glpat-",
+    "xoxb-",
+    "xoxp-",
+    "xoxa-",
+    "AKIA",
+];
+
+/// Token characters a [`TOKEN_PREFIXES`] word needs after its prefix (real tokens have 20 to
+/// 90; model names such as `hf_model` have fewer, or punctuation).
+pub const TOKEN_MIN_TAIL: usize = 16;
+
+/// True when `w` (quotes and a trailing `;` or `,` aside) is shaped like a service's access
+/// token ([`TOKEN_PREFIXES`]).
+fn looks_like_token(w: &str) -> bool {
+    let w = w
+        .trim_start_matches(['\'', '"'])
+        .trim_end_matches(['\'', '"', ';', ',']);
+    TOKEN_PREFIXES.iter().any(|p| {
+        w.strip_prefix(p).is_some_and(|tail| {
+            tail.len() >= TOKEN_MIN_TAIL
+                && tail
+                    .chars()
+                    .all(|c| c.is_ascii_alphanumeric() || c == '_' || c == '-')
+        })
+    })
+}
+
 /// One word of a command line, redacted; `true` when the next word is a secret value.
 fn redact_word(a: &str) -> (String, bool) {
+    if looks_like_token(a) {
+        return (redacted_value(a), false);
+    }
     if SECRET_SHORT_FLAGS.contains(&a) {
         return (a.to_string(), true);
     }
@@ -306,9 +352,11 @@ fn redact_word(a: &str) -> (String, bool) {
         if let Some((name, value)) = split {
             let sep = &flag[name.len()..name.len() + 1];
             if is_secret_flag(name) {
+                // `--api-key= X` (a space after the `=`): the value may be the next word.
+                let empty = value.trim_matches(['\'', '"']).is_empty();
                 return (
                     format!("{dashes}{name}{sep}{}", redacted_value(value)),
-                    false,
+                    empty,
                 );
             }
             // `--env=HF_TOKEN=X`, `--headers={"X-Api-Key": "X"}`: the value by the same rules.
@@ -577,6 +625,48 @@ mod round3_tests {
         );
         // Plain questions and URLs without secrets are untouched.
         assert_eq!(redact_text("why? a=1"), "why? a=1");
+    }
+
+    /// Issue 17 break-it round 4: bare token-shaped words and `--api-key= X` stayed in clear
+    /// text in engine_launch.
+    #[test]
+    fn bare_tokens_and_an_empty_equals_value() {
+        let tail = "A1b2C3d4E5f6G7h8J9k0";
+        let tokens = [
+            format!("ghp_{tail}"),
+            format!("github_pat_{tail}"),
+            format!("hf_{tail}"),
+            format!("sk-proj-{tail}"),
+            format!("AKIA{tail}"),
+        ];
+        for t in &tokens {
+            let args: Vec<String> = ["vllm", "serve", "m", t.as_str(), "--port", "8000"]
+                .map(String::from)
+                .to_vec();
+            let out = redact_args(&args).join(" ");
+            assert_eq!(out, "vllm serve m <redacted> --port 8000", "{t}");
+            let text = redact_text(&format!("docker run -e '{t}' img"));
+            assert_eq!(text, "docker run -e '<redacted>' img");
+        }
+        let args: Vec<String> = ["serve", "--api-key=", "s3cr3tvalue", "--port", "1"]
+            .map(String::from)
+            .to_vec();
+        assert_eq!(
+            redact_args(&args).join(" "),
+            "serve --api-key=<redacted> <redacted> --port 1"
+        );
+        // an empty value before a flag: nothing more to redact
+        let args: Vec<String> = ["serve", "--api-key=", "--port", "1"]
+            .map(String::from)
+            .to_vec();
+        assert_eq!(
+            redact_args(&args).join(" "),
+            "serve --api-key=<redacted> --port 1"
+        );
+        // names that merely start like a token are kept
+        for keep in ["hf_model", "sk-learn", "hf_transfer", "task-1", "AKIA"] {
+            assert_eq!(redact_args(&[keep.to_string()]), vec![keep.to_string()]);
+        }
     }
 
     #[test]

@@ -56,14 +56,34 @@ impl ExportFormat {
     }
 }
 
+/// Unicode's bidirectional formatting characters (U+061C, U+200E, U+200F, U+202A–U+202E,
+/// U+2066–U+2069): invisible, they reorder what a terminal or a page shows after them, so a model
+/// id with U+202E reads backwards ("Trojan source"). Never printed from a server's text.
+pub fn is_bidi_control(c: char) -> bool {
+    matches!(c, '\u{061C}' | '\u{200E}' | '\u{200F}' | '\u{202A}'..='\u{202E}' | '\u{2066}'..='\u{2069}')
+}
+
 /// `text` with every control character but line feed, carriage return and tab (C0 with ESC,
-/// DEL, C1) replaced by a space; unchanged (no copy) when it has none.
+/// DEL, C1) and every bidirectional formatting character ([`is_bidi_control`]) replaced by a
+/// space; unchanged (no copy) when it has none.
 pub fn without_controls(text: String) -> String {
-    let bad = |c: char| c.is_control() && !matches!(c, '\n' | '\r' | '\t');
+    let bad = |c: char| (c.is_control() && !matches!(c, '\n' | '\r' | '\t')) || is_bidi_control(c);
     if !text.chars().any(bad) {
         return text;
     }
     text.chars().map(|c| if bad(c) { ' ' } else { c }).collect()
+}
+
+/// `s` (a server's model id, engine version, error text) fit for one line of a report: every
+/// control character, line breaks included, and every bidirectional formatting character
+/// replaced by a space; borrowed when it has none. A model id with a line feed must not add a
+/// line to a header or a table row.
+pub fn one_line(s: &str) -> std::borrow::Cow<'_, str> {
+    let bad = |c: char| c.is_control() || is_bidi_control(c);
+    if !s.chars().any(bad) {
+        return std::borrow::Cow::Borrowed(s);
+    }
+    std::borrow::Cow::Owned(s.chars().map(|c| if bad(c) { ' ' } else { c }).collect())
 }
 
 /// One export format.

@@ -244,9 +244,9 @@ fn header(out: &mut String, r: &Results) {
         out,
         "{} — {} @ {} ({}{api})",
         cells::tool_label(r),
-        m.model,
-        m.server,
-        cells::engine_label(r)
+        export::one_line(&m.model),
+        export::one_line(&m.server),
+        export::one_line(&cells::engine_label(r))
     );
     let mut facts = vec![
         format!("max_tokens {}", m.max_tokens),

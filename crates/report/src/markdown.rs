@@ -10,9 +10,21 @@ use crate::cells::{self, axes, by_context, find, layers, pct_label, percentile, 
 use crate::export::Exporter;
 use crate::{cell_text, fmt_ms, fmt_tps, ReportOptions};
 
-/// Escapes `|` and line breaks so a value stays in its table cell.
+/// Escapes `|`, line breaks (every control and bidirectional formatting character) and `<`,
+/// `>`, `&` (GitHub renders inline HTML: a server's text must not become a tag), so a value
+/// stays text in its table cell.
 pub fn md_escape(s: &str) -> String {
-    s.replace('|', "\\|").replace(['\n', '\r'], " ")
+    let mut out = String::with_capacity(s.len());
+    for c in crate::export::one_line(s).chars() {
+        match c {
+            '|' => out.push_str("\\|"),
+            '<' => out.push_str("&lt;"),
+            '>' => out.push_str("&gt;"),
+            '&' => out.push_str("&amp;"),
+            c => out.push(c),
+        }
+    }
+    out
 }
 
 /// One Markdown matrix: rows = contexts, columns = C.

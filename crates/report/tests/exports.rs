@@ -201,3 +201,30 @@ fn rotate_keeps_previous_files() {
     );
     assert!(!p.exists());
 }
+
+/// Issue 17 break-it round 4: a model id with a line feed, a carriage return and U+202E (which
+/// reverses what follows on a terminal) was printed raw in the report's header, and the
+/// Markdown export passed `<`, `>`, `&` through (GitHub renders them as HTML).
+#[test]
+fn a_hostile_model_id_stays_one_line_of_text_everywhere() {
+    let mut r = common::full();
+    r.metadata.model = "evil\nINJECTED LINE\r<img src=x onerror=alert(1)> & \u{202E}txt.exe".into();
+    let text = render_text(&r, &pcts(&[50.0]));
+    let header = text.lines().next().unwrap();
+    assert!(header.contains("evil INJECTED LINE"), "{header}");
+    assert!(!text.lines().any(|l| l.starts_with("INJECTED LINE")));
+    for out in [
+        text.clone(),
+        String::from_utf8(ExportFormat::Markdown.render(&r, &pcts(&[50.0])).unwrap()).unwrap(),
+        String::from_utf8(ExportFormat::Text.render(&r, &pcts(&[50.0])).unwrap()).unwrap(),
+    ] {
+        assert!(!out.contains('\u{202E}') && !out.contains('\r'), "{out}");
+    }
+    let md = markdown::render_markdown(&r, &pcts(&[50.0]));
+    assert!(!md.contains("<img"), "{md}");
+    assert!(
+        md.contains("&lt;img src=x onerror=alert(1)&gt; &amp;"),
+        "{md}"
+    );
+    assert!(!md.lines().any(|l| l.starts_with("INJECTED LINE")));
+}

@@ -12,6 +12,12 @@
 //!   checked.
 //! * **Percentiles out of order**: `<x>_p50` ≤ `<x>_p90` ≤ `<x>_p95` ≤ `<x>_p99` for the
 //!   percentiles present in one object (1e-9 relative slack for rounding).
+//! * **Cells that contradict themselves** (each object of `results`, the sustained matrix):
+//!   `completed_request_count` > `request_count`; status `ok` without an `aggregate_tps`;
+//!   `aggregate_tps` not `client_output_tokens / measurement_seconds` (the seed spec's formula,
+//!   §4.2; 1 % and 0.01 tok/s slack for rounding).
+//! * **A run state that contradicts `run_complete`**: `run_state` `complete` with `run_complete`
+//!   false, or `running` / `interrupted` with `run_complete` true.
 //! * **Timestamps that do not parse**: `metadata.started_at` (and any other string
 //!   `metadata.*_at`) must be RFC 3339; `metadata.timestamp` RFC 3339 or an ISO 8601 local
 //!   date-time (`2026-11-29T18:31:53.359135`, what older versions wrote).
@@ -89,6 +95,12 @@ fn must_be_non_negative(key: &str) -> bool {
         || key.contains("per_second")
         || key.ends_with("_rate")
         || key.ends_with("_pct")
+        || key.ends_with("_tokens")
+        || key.ends_with("_reqs")
+        || key.ends_with("_count")
+        || key.starts_with("server_kv_usage")
+        || key == "effective_concurrency"
+        || key == "server_samples"
 }
 
 /// Key suffixes whose numbers are fractions in [0, 1]: prefix-cache hit rates, speculative
@@ -109,10 +121,67 @@ fn escape(k: &str) -> String {
     k.replace('~', "~0").replace('/', "~1")
 }
 
+/// The contradictions of one sustained cell (`at`: its pointer).
+fn check_cell(c: &serde_json::Map<String, Value>, at: &str, out: &mut Vec<ImpossibleValue>) {
+    let num = |k: &str| c.get(k).and_then(Value::as_f64);
+    let mut push = |k: &str, message: String| {
+        out.push(ImpossibleValue {
+            pointer: format!("{at}/{k}"),
+            message,
+        })
+    };
+    if let (Some(done), Some(all)) = (num("completed_request_count"), num("request_count")) {
+        if done > all {
+            push(
+                "completed_request_count",
+                format!("{done} completed requests of {all} sent"),
+            );
+        }
+    }
+    let agg = num("aggregate_tps");
+    if c.get("status").and_then(Value::as_str) == Some("ok") && agg.is_none() {
+        push(
+            "aggregate_tps",
+            "an ok cell without an aggregate tok/s (its headline)".into(),
+        );
+    }
+    if let (Some(a), Some(t), Some(w)) = (
+        agg,
+        num("client_output_tokens"),
+        num("measurement_seconds").filter(|&w| w > 0.0),
+    ) {
+        let want = t / w;
+        if (a - want).abs() > (0.01 * want.abs()).max(0.01) {
+            push(
+                "aggregate_tps",
+                format!(
+                    "{a} is not client_output_tokens / measurement_seconds = {t} / {w} = {want:.3}"
+                ),
+            );
+        }
+    }
+}
+
 /// Every impossible value in `v` (a results JSON), in document order (rules in the module docs).
 pub fn impossible_values(v: &Value) -> Vec<ImpossibleValue> {
     let mut out = Vec::new();
     walk(v, "", &mut out);
+    if let Some(cells) = v.get("results").and_then(Value::as_array) {
+        for (i, c) in cells.iter().enumerate() {
+            if let Some(c) = c.as_object() {
+                check_cell(c, &format!("/results/{i}"), &mut out);
+            }
+        }
+    }
+    let state = v.get("run_state").and_then(Value::as_str);
+    if let (Some(state), Some(complete)) = (state, v.get("run_complete").and_then(Value::as_bool)) {
+        if (state == "complete") != complete {
+            out.push(ImpossibleValue {
+                pointer: "/run_state".into(),
+                message: format!("run_state {state:?} with run_complete {complete}"),
+            });
+        }
+    }
     if let Some(md) = v.get("metadata").and_then(Value::as_object) {
         for (k, x) in md {
             let Some(s) = x.as_str() else { continue };
@@ -235,6 +304,43 @@ mod tests {
         );
         assert_eq!(got.len(), 4, "{got:?}");
         let fine = json!({"metadata": {"started_at": "2026-12-02T05:22:56.673Z"}, "results": [{"ttft_p50": 0.1, "ttft_p90": 0.2, "ttft_p99": 0.2}]});
+        assert!(impossible_values(&fine).is_empty());
+    }
+
+    /// Issue 17 break-it round 4: a cell claiming more completed requests than it sent, an ok
+    /// cell without its headline, an aggregate that is not tokens / window, a running state
+    /// beside run_complete true and a negative running-request average passed `validate` (and
+    /// were kept by `--resume`).
+    #[test]
+    fn cells_that_contradict_themselves_are_found() {
+        let v = json!({
+            "run_state": "running", "run_complete": true,
+            "results": [
+                {"status": "ok", "aggregate_tps": 400.0, "client_output_tokens": 2048, "measurement_seconds": 5.12,
+                 "request_count": 16, "completed_request_count": 16},
+                {"status": "ok", "aggregate_tps": 900.0, "client_output_tokens": 2048, "measurement_seconds": 5.12,
+                 "request_count": 16, "completed_request_count": 17, "avg_running_reqs": -5.0},
+                {"status": "ok", "aggregate_tps": null},
+                {"status": "skipped_capacity", "aggregate_tps": null}
+            ],
+            "burst_results": [{"status": "ok", "aggregate_tps": null}]
+        });
+        let got: Vec<String> = impossible_values(&v)
+            .iter()
+            .map(|p| p.to_string())
+            .collect();
+        for bad in [
+            "/results/1/avg_running_reqs: -5 is negative",
+            "/results/1/completed_request_count: 17 completed requests of 16 sent",
+            "/results/1/aggregate_tps: 900 is not client_output_tokens / measurement_seconds",
+            "/results/2/aggregate_tps: an ok cell without",
+            "/run_state: run_state \"running\" with run_complete true",
+        ] {
+            assert!(got.iter().any(|p| p.starts_with(bad)), "{bad}: {got:?}");
+        }
+        assert_eq!(got.len(), 5, "{got:?}");
+        let fine = json!({"run_state": "complete", "run_complete": true, "results": [
+            {"status": "ok", "aggregate_tps": 398.1408040645716, "client_output_tokens": 2048, "measurement_seconds": 5.143909}]});
         assert!(impossible_values(&fine).is_empty());
     }
 

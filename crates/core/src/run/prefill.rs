@@ -13,7 +13,9 @@ use servebench_results::{FailureKind, PrefillMethod, PrefillRow};
 
 use super::{Ctx, Partial, RunError};
 use crate::host::HostRun;
-use crate::prefill::{cold_row, measure_prefill_once, warm_row, PrefillMetric, PrefillSample};
+use crate::prefill::{
+    check_prompt_tokens, cold_row, measure_prefill_once, warm_row, PrefillMetric, PrefillSample,
+};
 use crate::prompt::{decode_prefix, streaming_payload, PromptInput, RequestOptions};
 
 /// Prompt of the decode JIT probe (a short streaming request before anything is measured).
@@ -126,11 +128,13 @@ impl Ctx<'_> {
         } else {
             PrefillMethod::Client
         };
-        let cold = cold_row(&samples, &failures, method, metric);
-        let warm = match samples.last() {
+        let mut cold = cold_row(&samples, &failures, method, metric);
+        let mut warm = match samples.last() {
             Some(_) => warm_row(self.prefill_sample(x, &prefix(r)).await.as_ref()),
             None => warm_row(Err(&"every cold sample failed".to_string())),
         };
+        check_prompt_tokens(&mut cold, x, self.info.max_model_len);
+        check_prompt_tokens(&mut warm, x, self.info.max_model_len);
         Some((cold, warm))
     }
 
@@ -164,13 +168,15 @@ impl Ctx<'_> {
             Ok(s) => (vec![s], vec![]),
             Err(e) => (vec![], vec![e]),
         };
-        let row = cold_row(&samples, &failures, method, self.cfg.prefill.metric);
-        let warm = if samples.is_empty() {
+        let mut row = cold_row(&samples, &failures, method, self.cfg.prefill.metric);
+        let mut warm = if samples.is_empty() {
             warm_row(Err(&"the cold request failed".to_string()))
         } else {
             let w = self.prefill_sample(ctx, prefix).await;
             warm_row(w.as_ref())
         };
+        check_prompt_tokens(&mut row, ctx, self.info.max_model_len);
+        check_prompt_tokens(&mut warm, ctx, self.info.max_model_len);
         (row, warm)
     }
 
