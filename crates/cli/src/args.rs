@@ -87,7 +87,7 @@ pub fn check_distinct_outputs(outputs: &[(&std::path::Path, &str)]) -> anyhow::R
         for (b, fb) in &outputs[..i] {
             if key(a) == key(b) {
                 usage_bail!(
-                    "{fb} and {fa} both name {}; give each output its own file",
+                    "{fb} and {fa} both name {}; give each output its own file, apart from the inputs",
                     a.display()
                 );
             }

@@ -152,6 +152,8 @@ pub fn cmd_report(a: ReportArgs) -> anyhow::Result<ExitCode> {
     let pcts = percentiles(&a.percentiles)?;
     if let Some(o) = &a.output {
         crate::args::check_output_path(o, "-o")?;
+        // `report in.json -o in.json` would replace the results with their report.
+        crate::args::check_distinct_outputs(&[(a.file.as_path(), "the input file"), (o, "-o")])?;
     }
     let (value, kind) = read_results(&a.file)?;
     if let AnyResults::Task(r) = &kind {
@@ -199,6 +201,9 @@ pub fn cmd_compare(a: CompareArgs) -> anyhow::Result<ExitCode> {
     }
     if let Some(o) = &a.output {
         crate::args::check_output_path(o, "-o")?;
+        for f in &a.files {
+            crate::args::check_distinct_outputs(&[(f.as_path(), "an input file"), (o, "-o")])?;
+        }
     }
     let mut runs: Vec<(String, Results)> = Vec::new();
     for f in &a.files {

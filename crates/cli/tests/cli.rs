@@ -506,6 +506,17 @@ fn outputs_that_are_no_regular_file_are_refused_and_left_alone() {
         );
         out.runtime_error(2, &["-o", words]);
     }
+    // issue 17 break-it round 5: `report in.json -o in.json` replaced the results with the report
+    let t = target.to_str().unwrap();
+    let dotted = format!("{}/./real.json", b.dir.path().display());
+    let out = b.run_env(
+        &["report", t, "--format", "md", "-o", &dotted],
+        &[],
+        QUICK_TIMEOUT,
+    );
+    out.runtime_error(2, &["the input file", "-o", "both name"]);
+    let out = b.run_env(&["compare", t, t, "-o", t], &[], QUICK_TIMEOUT);
+    out.runtime_error(2, &["an input file", "-o", "both name"]);
     assert!(std::fs::symlink_metadata(&link)
         .unwrap()
         .file_type()

@@ -838,7 +838,9 @@ pub fn rotate_existing(path: &Path) -> std::io::Result<Option<std::path::PathBuf
     let mut n = 1u64;
     loop {
         let candidate = path.with_file_name(format!("{stem}.{n}{ext}"));
-        if !candidate.exists() {
+        // `symlink_metadata`, not `exists`: a dangling symbolic link is a taken name, never
+        // renamed over.
+        if std::fs::symlink_metadata(&candidate).is_err() {
             std::fs::rename(path, &candidate)?;
             return Ok(Some(candidate));
         }

@@ -180,6 +180,25 @@ fn html_is_self_contained() {
     }
 }
 
+/// Issue 17 break-it round 5: a dangling symbolic link at NAME.1.json was renamed over (and
+/// destroyed); it is a taken name like any other.
+#[cfg(unix)]
+#[test]
+fn rotate_never_renames_over_a_dangling_link() {
+    let dir = tempfile::tempdir().unwrap();
+    let p = dir.path().join("r.json");
+    std::fs::write(&p, "OLD").unwrap();
+    let link = dir.path().join("r.1.json");
+    std::os::unix::fs::symlink(dir.path().join("nowhere"), &link).unwrap();
+    let kept = servebench_report::rotate_existing(&p).unwrap().unwrap();
+    assert_eq!(kept, dir.path().join("r.2.json"));
+    assert!(std::fs::symlink_metadata(&link)
+        .unwrap()
+        .file_type()
+        .is_symlink());
+    assert_eq!(std::fs::read_to_string(kept).unwrap(), "OLD");
+}
+
 #[test]
 fn rotate_keeps_previous_files() {
     let dir = tempfile::tempdir().unwrap();
