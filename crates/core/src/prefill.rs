@@ -396,7 +396,7 @@ pub const PROMPT_INFLATION_RATIO: f64 = 4.0;
 /// template and a system prompt around a short prompt).
 pub const PROMPT_INFLATION_SLACK: u64 = 4096;
 
-/// Marks `row` (cold or warm, of context `ctx` tokens) `invalid` with a `usage_implausible`
+/// Marks `row` (cold or warm, of context `ctx` tokens) `invalid` (its tok/s null) with a `usage_implausible`
 /// reason when the server's `usage.prompt_tokens` cannot count the prompt that was sent: above
 /// the model's `max_model_len` (the server could not have accepted it) or above
 /// [`PROMPT_INFLATION_RATIO`] × `ctx` + [`PROMPT_INFLATION_SLACK`]. A prefill speed of
@@ -418,6 +418,9 @@ pub fn check_prompt_tokens(row: &mut PrefillRow, ctx: u64, max_model_len: Option
     row.status_reason = Some(format!(
         "usage_implausible: the server reported {p} prompt tokens, {why}: the count is no count of this prompt, so neither is its tok/s"
     ));
+    // A speed computed from that count is no measurement: null, not 7.6e14 tok/s in a table.
+    row.tok_per_sec = None;
+    row.client_tok_per_sec = None;
 }
 
 /// A warm-prefix row: the same prompt sent again.
@@ -602,6 +605,7 @@ mod tests {
         assert_eq!(judged(4 * 16_384 + 4096, None).status, Some(CellStatus::Ok));
         let r = judged(4 * 16_384 + 4097, None);
         assert_eq!(r.status, Some(CellStatus::Invalid));
+        assert_eq!((r.tok_per_sec, r.client_tok_per_sec), (None, None));
         assert!(r
             .status_reason
             .unwrap()
