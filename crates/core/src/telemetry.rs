@@ -379,6 +379,27 @@ pub struct ClientWindow {
     pub occupancy: Occupancy,
 }
 
+/// The window's readings of one gauge (`name`, read by `get`): a reading below 0 (or not
+/// finite) is no count of requests or share of a cache (issue 17: a running gauge of -5), so
+/// such readings are left out and `warnings` says so once, with the lowest one.
+fn gauge(
+    samples: &[ServerSample],
+    name: &str,
+    get: impl Fn(&ServerSample) -> Option<f64>,
+    warnings: &mut Vec<String>,
+) -> Vec<f64> {
+    let (good, bad): (Vec<f64>, Vec<f64>) = samples
+        .iter()
+        .filter_map(get)
+        .partition(|x| *x >= 0.0 && x.is_finite());
+    if let Some(low) = bad.into_iter().min_by(f64::total_cmp) {
+        warnings.push(format!(
+            "the server's {name} gauge read {low} (below 0, no count): those samples are left out"
+        ));
+    }
+    good
+}
+
 /// Fills the server-side fields of `cell` from the window's scrapes and samples
 /// ([`WindowEvidence`]) and the client's totals ([`ClientWindow`]).
 ///
@@ -420,11 +441,17 @@ pub fn apply_window(cell: &mut CellResult, server: &WindowEvidence<'_>, client: 
                  client starved of CPU or a slow /metrics): server_output_tokens covers those {dt:.2} s"
             ));
         }
-        let tol_tokens = 2.0 * c as f64;
-        if let Some(g) = w
-            .generation_tokens
-            .filter(|&g| g > 0.0 || w.any_reset || client_tokens as f64 <= tol_tokens)
-        {
+        // A counter that did not move while the client received more than 2·C tokens (issue
+        // 17: a stuck `generation_tokens_total`) measures nothing: null, not "generated 0".
+        let stuck = w.generation_tokens.is_some_and(|g| g <= 0.0)
+            && !w.any_reset
+            && client_tokens as f64 > 2.0 * c as f64;
+        if stuck {
+            cell.warnings.push(format!(
+                "the server's generated-token counter did not move during the window while the client counted {client_tokens} tokens: a stuck counter (or one that counts only finished requests); server_output_tokens is left empty"
+            ));
+        }
+        if let Some(g) = w.generation_tokens.filter(|_| !stuck) {
             cell.server_output_tokens = Some(g.round().max(0.0) as u64);
             if dt > 0.0 {
                 cell.server_gen_throughput = Some(g / dt);
@@ -451,16 +478,6 @@ pub fn apply_window(cell: &mut CellResult, server: &WindowEvidence<'_>, client: 
                 }
             }
         }
-        if w.generation_tokens.is_some_and(|g| g <= 0.0)
-            && !w.any_reset
-            && client_tokens as f64 > tol_tokens
-        {
-            // A counter that did not move while the client received tokens (issue 17: a stuck
-            // `generation_tokens_total`) measures nothing: null, not "the server generated 0".
-            cell.warnings.push(format!(
-                "the server's generated-token counter did not move during the window while the client counted {client_tokens} tokens: a stuck counter (or one that counts only finished requests); server_output_tokens is left empty"
-            ));
-        }
         cell.server_spec_accept_rate = w.spec_accept_rate;
         cell.server_spec_accept_length = w.spec_accept_length;
         cell.server_prefix_cache_hit_rate = w.prefix_cache_hit_rate;
@@ -475,30 +492,24 @@ pub fn apply_window(cell: &mut CellResult, server: &WindowEvidence<'_>, client: 
             ));
         }
     }
-    // A gauge below 0 is no count of requests or share of a cache (issue 17: a running gauge
-    // of -5): such samples are left out and said once.
-    let mut negative: Vec<(&str, f64)> = Vec::new();
-    let mut gauge = |name: &'static str, get: &dyn Fn(&ServerSample) -> Option<f64>| -> Vec<f64> {
-        let all: Vec<f64> = samples.iter().filter_map(get).collect();
-        if let Some(&low) = all
-            .iter()
-            .filter(|&&x| x < 0.0 || !x.is_finite())
-            .min_by(|a, b| a.total_cmp(b))
-        {
-            negative.push((name, low));
-        }
-        all.into_iter()
-            .filter(|&x| x >= 0.0 && x.is_finite())
-            .collect()
-    };
-    let running = gauge("running requests", &|s| s.running);
-    let waiting = gauge("waiting requests", &|s| s.waiting);
-    let kv = gauge("KV-cache usage", &|s| s.kv_usage);
-    for (name, low) in negative {
-        cell.warnings.push(format!(
-            "the server's {name} gauge read {low} (below 0, no count): those samples are left out"
-        ));
-    }
+    let running = gauge(
+        samples,
+        "running requests",
+        |s| s.running,
+        &mut cell.warnings,
+    );
+    let waiting = gauge(
+        samples,
+        "waiting requests",
+        |s| s.waiting,
+        &mut cell.warnings,
+    );
+    let kv = gauge(
+        samples,
+        "KV-cache usage",
+        |s| s.kv_usage,
+        &mut cell.warnings,
+    );
     let mean = |v: &[f64]| (!v.is_empty()).then(|| v.iter().sum::<f64>() / v.len() as f64);
     if cell.server_spec_accept_rate.is_none() && cell.server_spec_accept_length.is_none() {
         // No draft counters (SGLang exports acceptance only as gauges over its recent decode
