@@ -56,32 +56,67 @@ pub fn check_output_path(path: &std::path::Path, flag: &str) -> anyhow::Result<(
             );
         }
     }
-    let dir = match path.parent() {
+    let dir = folder_of(path);
+    // The folder is created at the first write, not here: a command that fails first (a
+    // missing input, an unreachable server) leaves no empty folder behind. What must hold
+    // now is that its nearest existing ancestor is a folder this process can write in.
+    let (existing, _) = existing_ancestor(&dir);
+    let why = match std::fs::metadata(&existing) {
+        Ok(m) if !m.is_dir() => Some(format!("{} is not a folder", existing.display())),
+        Ok(_) => tempfile::NamedTempFile::new_in(&existing)
+            .map(drop)
+            .err()
+            .map(|e| e.to_string()),
+        Err(e) => Some(e.to_string()),
+    };
+    match why {
+        Some(e) => Err(usage(anyhow!(
+            "{flag} {}: cannot write to {}: {e}",
+            path.display(),
+            dir.display()
+        ))),
+        None => Ok(()),
+    }
+}
+
+/// The folder `path` is written in (`.` for a bare file name).
+fn folder_of(path: &std::path::Path) -> PathBuf {
+    match path.parent() {
         Some(d) if !d.as_os_str().is_empty() => d.to_path_buf(),
         _ => PathBuf::from("."),
-    };
-    std::fs::create_dir_all(&dir)
-        .and_then(|()| tempfile::NamedTempFile::new_in(&dir).map(drop))
-        .map_err(|e| {
-            usage(anyhow!(
-                "{flag} {}: cannot write to {}: {e}",
-                path.display(),
-                dir.display()
-            ))
-        })
+    }
+}
+
+/// The nearest ancestor of `dir` that exists (itself when it does), and the components below
+/// it that do not.
+fn existing_ancestor(dir: &std::path::Path) -> (PathBuf, PathBuf) {
+    let mut at = dir.to_path_buf();
+    let mut rest = PathBuf::new();
+    while std::fs::symlink_metadata(&at).is_err() {
+        match (at.parent(), at.file_name()) {
+            (Some(p), Some(name)) => {
+                rest = PathBuf::from(name).join(&rest);
+                at = if p.as_os_str().is_empty() {
+                    PathBuf::from(".")
+                } else {
+                    p.to_path_buf()
+                };
+            }
+            _ => break,
+        }
+    }
+    (at, rest)
 }
 
 /// Fails when two output flags name one file (`-o res.json --export-md res.json`): one would
 /// overwrite the other, or keep it as NAME.1.EXT. `outputs`: (path, flag) pairs; paths are
-/// compared after resolving their folders (which [`check_output_path`] created).
+/// compared after resolving the existing part of their folders (`x`, `./x` and `d/../x` are
+/// one file, whether `d` exists yet or not).
 pub fn check_distinct_outputs(outputs: &[(&std::path::Path, &str)]) -> anyhow::Result<()> {
     let key = |p: &std::path::Path| {
-        let dir = match p.parent() {
-            Some(d) if !d.as_os_str().is_empty() => d.to_path_buf(),
-            _ => PathBuf::from("."),
-        };
-        let dir = std::fs::canonicalize(&dir).unwrap_or(dir);
-        dir.join(p.file_name().unwrap_or_default())
+        let (existing, rest) = existing_ancestor(&folder_of(p));
+        let base = std::fs::canonicalize(&existing).unwrap_or(existing);
+        base.join(rest).join(p.file_name().unwrap_or_default())
     };
     for (i, (a, fa)) in outputs.iter().enumerate() {
         for (b, fb) in &outputs[..i] {

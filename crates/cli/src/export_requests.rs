@@ -40,6 +40,9 @@ pub fn start(path: &Path) -> anyhow::Result<(RequestExport, RowWriter)> {
 
 /// Opens `path` for the rows, keeping a previous file.
 fn open(path: &Path) -> std::io::Result<BufWriter<File>> {
+    if let Some(dir) = path.parent().filter(|d| !d.as_os_str().is_empty()) {
+        std::fs::create_dir_all(dir)?; // created at the first row, not when the flags were read
+    }
     crate::reports::keep_previous(path);
     File::create(path).map(BufWriter::new)
 }

@@ -517,6 +517,39 @@ fn outputs_that_are_no_regular_file_are_refused_and_left_alone() {
     out.runtime_error(2, &["the input file", "-o", "both name"]);
     let out = b.run_env(&["compare", t, t, "-o", t], &[], QUICK_TIMEOUT);
     out.runtime_error(2, &["an input file", "-o", "both name"]);
+    // break-it round 5: a command that failed on its input left the -o folder behind, empty;
+    // the folder is made at the first write
+    let missing = b.path("missing.json");
+    let newdir = b.path("newdir");
+    let x = newdir.join("sub/x.md");
+    let out = b.run_env(
+        &[
+            "report",
+            missing.to_str().unwrap(),
+            "-o",
+            x.to_str().unwrap(),
+        ],
+        &[],
+        QUICK_TIMEOUT,
+    );
+    assert_ne!(out.code(), Some(0), "{}", out.stderr);
+    assert!(
+        !newdir.exists(),
+        "the failed report made {}",
+        newdir.display()
+    );
+    let old = data_file("llm-decode-bench-0.4.18-vllm-cpu-tiny.json");
+    let out = b.run_env(
+        &["report", &old, "--format", "md", "-o", x.to_str().unwrap()],
+        &[],
+        QUICK_TIMEOUT,
+    );
+    assert_eq!(out.code(), Some(0), "{}", out.stderr);
+    assert!(x.is_file());
+    // a file where a folder should be is still refused before anything is read
+    let under_file = format!("{t}/x.md");
+    let out = b.run_env(&["report", t, "-o", &under_file], &[], QUICK_TIMEOUT);
+    out.runtime_error(2, &["-o", "not a folder"]);
     assert!(std::fs::symlink_metadata(&link)
         .unwrap()
         .file_type()

@@ -111,18 +111,16 @@ pub fn summarize_error_body(body: &str) -> String {
 }
 
 /// Replaces every control character of a server-supplied string (C0 including ESC, DEL, C1)
-/// with a space, so that a model id or an error message cannot move the cursor, recolour or
-/// clear a terminal, or break a log line (issue 17). Text without control characters is
-/// returned unchanged (borrowed).
+/// and every bidirectional formatting character ([`servebench_results::is_bidi_control`]: a
+/// model id with U+202E would print backwards) with a space, so that a model id or an error
+/// message cannot move the cursor, recolour or clear a terminal, reorder it, or break a log line
+/// (issue 17). Text without such characters is returned unchanged (borrowed).
 pub fn strip_controls(s: &str) -> std::borrow::Cow<'_, str> {
-    if !s.chars().any(char::is_control) {
+    let bad = |c: char| c.is_control() || servebench_results::is_bidi_control(c);
+    if !s.chars().any(bad) {
         return std::borrow::Cow::Borrowed(s);
     }
-    std::borrow::Cow::Owned(
-        s.chars()
-            .map(|c| if c.is_control() { ' ' } else { c })
-            .collect(),
-    )
+    std::borrow::Cow::Owned(s.chars().map(|c| if bad(c) { ' ' } else { c }).collect())
 }
 
 /// A server-supplied string made safe to record or show: control characters replaced
@@ -194,6 +192,13 @@ mod tests {
         assert_eq!(one_line("a\x1b[31mb\x7f", 50), "a [31mb");
         assert!(matches!(
             strip_controls("plain"),
+            std::borrow::Cow::Borrowed(_)
+        ));
+        // break-it round 5: `startup model` printed a model id with U+202E raw on stderr
+        assert_eq!(strip_controls("gpt\u{202E}lmth.exe"), "gpt lmth.exe");
+        assert_eq!(server_text("a\u{2066}b\u{200F}c"), "a b c");
+        assert!(matches!(
+            strip_controls("naïve 模型"),
             std::borrow::Cow::Borrowed(_)
         ));
     }

@@ -115,6 +115,10 @@ pub struct StreamFacts {
     pub events_after_done: u64,
     /// Bytes of output text received (content and reasoning deltas), bytes.
     pub text_bytes: u64,
+    /// Bytes of output text received up to and including the first token arrival (the text
+    /// the first token event carried, and any text-only chunk before it), bytes; None when no
+    /// token arrived.
+    pub first_token_text_bytes: Option<u64>,
     /// Delta chunks of the stream: token-carrying events plus text-less delta chunks (the
     /// count [`usage_bound`] uses).
     pub delta_chunks: u64,
@@ -175,6 +179,8 @@ struct Accounting<'h, 'a> {
     empty_deltas: u64,
     /// Bytes of content and reasoning text received so far.
     text_bytes: u64,
+    /// `text_bytes` at the first token arrival.
+    first_text_bytes: Option<u64>,
     prev_token_at: Option<Instant>,
     long_gaps: Vec<(Instant, Instant)>,
     sse_events: u64,
@@ -247,6 +253,7 @@ impl<'h, 'a> Accounting<'h, 'a> {
             usage_jump: None,
             carry_events: 0,
             text_bytes: 0,
+            first_text_bytes: None,
             empty_deltas: 0,
             prev_token_at: None,
             long_gaps: Vec::new(),
@@ -281,6 +288,7 @@ impl<'h, 'a> Accounting<'h, 'a> {
             }
         }
         self.prev_token_at = Some(at);
+        self.first_text_bytes.get_or_insert(self.text_bytes);
         self.carry_events += 1;
         let total = self.tracker.tokens();
         let events = self.carry_events + self.empty_deltas;
@@ -514,6 +522,7 @@ impl<'h, 'a> Accounting<'h, 'a> {
                 first_byte_at: self.first_byte_at,
                 events_after_done: self.after_done,
                 text_bytes: self.text_bytes,
+                first_token_text_bytes: self.first_text_bytes,
                 delta_chunks: self.carry_events + self.empty_deltas,
                 ..Default::default()
             },

@@ -197,4 +197,14 @@ mod tests {
             })
         );
     }
+
+    /// Break-it round 5: `startup model` and `startup engine … models=` printed a model id
+    /// with U+202E (and ESC) raw on stderr.
+    #[test]
+    fn log_lines_carry_no_control_or_bidi_characters() {
+        let sink = EventSink::new(None);
+        sink.log("startup model evil\u{202E}gpj.exe\u{1b}[2J");
+        let line = &sink.lines()[0];
+        assert!(line.ends_with("startup model evil gpj.exe [2J"), "{line:?}");
+    }
 }

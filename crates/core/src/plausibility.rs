@@ -97,6 +97,9 @@ pub struct StreamTiming {
     pub first_event_tokens: u64,
     /// Token events (chunks with a token time).
     pub token_events: u64,
+    /// Bytes of text that came with the first token event (and any text before it), bytes;
+    /// None when unknown.
+    pub first_event_text_bytes: Option<u64>,
 }
 
 impl StreamTiming {
@@ -115,6 +118,7 @@ impl StreamTiming {
             continuous_usage: r.continuous_usage,
             untimed_tokens: r.untimed_tokens,
             first_event_tokens: r.timed_events.first().map_or(0, |e| e.tokens),
+            first_event_text_bytes: f.first_token_text_bytes,
             token_events: r.timed_events.len() as u64,
         }
     }
@@ -136,6 +140,24 @@ fn jumped_at_end(r: &StreamTiming) -> bool {
 /// then times a burst and TTST is 0 by definition.
 fn front_loaded(r: &StreamTiming) -> bool {
     r.token_events >= 2 && r.first_event_tokens >= 2 && 2 * r.first_event_tokens >= r.output_tokens
+}
+
+/// Tokens a first chunk may carry beyond [`MAX_TOKENS_PER_TEXT_BYTE`] per byte of its text
+/// (special tokens without text merged into it).
+pub const FIRST_CHUNK_TOKEN_SLACK: u64 = 4;
+
+/// A front-loaded request ([`front_loaded`]) whose first chunk's text cannot carry the tokens
+/// credited to it (more than [`MAX_TOKENS_PER_TEXT_BYTE`] per byte plus
+/// [`FIRST_CHUNK_TOKEN_SLACK`]): no buffered burst (a server holding its first tokens back
+/// sends their text), only a count. Hidden reasoning carries no text and is not judged.
+fn front_loaded_unbacked(r: &StreamTiming) -> bool {
+    let Some(bytes) = r.first_event_text_bytes else {
+        return false;
+    };
+    front_loaded(r)
+        && r.reasoning_tokens.is_none_or(|n| n == 0)
+        && r.first_event_tokens as f64
+            > MAX_TOKENS_PER_TEXT_BYTE * bytes as f64 + FIRST_CHUNK_TOKEN_SLACK as f64
 }
 
 /// Most output tokens per byte of text a stream can carry before its count is flagged: a
@@ -226,7 +248,27 @@ pub fn check_stream_timing(requests: &[StreamTiming]) -> Vec<Finding> {
         .iter()
         .filter(|r| r.output_tokens >= SINGLE_WRITE_MIN_TOKENS && front_loaded(r))
         .collect();
-    if !front.is_empty() && 2 * front.len() >= eligible {
+    let unbacked_front: Vec<&&StreamTiming> =
+        front.iter().filter(|r| front_loaded_unbacked(r)).collect();
+    if !unbacked_front.is_empty() && 2 * unbacked_front.len() >= eligible {
+        // the headline would count tokens no chunk carried (370 tok/s for 183 that arrived)
+        let worst = unbacked_front
+            .iter()
+            .max_by_key(|r| r.first_event_tokens)
+            .unwrap();
+        out.push(Finding {
+            kind: FailureKind::UsageImplausible,
+            invalid: true,
+            message: format!(
+                "usage_implausible: {} of {} requests were credited at least half of their tokens on a first chunk whose text cannot carry them (up to {} tokens on {} bytes of text, of {} tokens) although more chunks followed: the usage is front-loaded, so the token count and the tok/s are the server's claim, not what arrived",
+                unbacked_front.len(),
+                requests.len(),
+                worst.first_event_tokens,
+                worst.first_event_text_bytes.unwrap_or(0),
+                worst.output_tokens
+            ),
+        });
+    } else if !front.is_empty() && 2 * front.len() >= eligible {
         let worst = front.iter().max_by_key(|r| r.first_event_tokens).unwrap();
         out.push(Finding {
             kind: FailureKind::UsageImplausible,
@@ -793,6 +835,55 @@ mod stream_timing_tests {
         assert!(check_stream_timing(&[one]).is_empty());
         // one request in three is no pattern
         assert!(check_stream_timing(&[front, plain(), plain()]).is_empty());
+    }
+
+    /// Break-it round 5: usage 32 on a first chunk of "tok " (4 bytes), then +1 per chunk,
+    /// kept an ok cell whose headline counted the claim (370 tok/s for 183 that arrived).
+    #[test]
+    fn front_loaded_usage_the_first_chunk_cannot_carry_makes_the_cell_invalid() {
+        let claim = StreamTiming {
+            first_event_tokens: 32,
+            token_events: 33,
+            output_tokens: 64,
+            text_bytes: 132,
+            delta_chunks: 33,
+            first_event_text_bytes: Some(4),
+            ..StreamTiming::default()
+        };
+        let f = check_stream_timing(&[claim, claim, plain()]);
+        assert_eq!(f.len(), 1, "{f:?}");
+        assert_eq!(
+            (f[0].kind, f[0].invalid),
+            (FailureKind::UsageImplausible, true)
+        );
+        assert!(
+            f[0].message.contains("up to 32 tokens on 4 bytes of text"),
+            "{}",
+            f[0].message
+        );
+        // at the line: 2 × 14 + 4 = 32 tokens may ride on 14 bytes (a held-back burst)
+        let burst = StreamTiming {
+            first_event_text_bytes: Some(14),
+            ..claim
+        };
+        let f = check_stream_timing(&[burst, burst]);
+        assert_eq!((f.len(), f[0].invalid), (1, false), "{f:?}");
+        let over = StreamTiming {
+            first_event_text_bytes: Some(13),
+            ..claim
+        };
+        assert!(check_stream_timing(&[over, over])[0].invalid);
+        // hidden reasoning carries no text; unknown text is not judged
+        let hidden = StreamTiming {
+            reasoning_tokens: Some(30),
+            ..claim
+        };
+        assert!(!check_stream_timing(&[hidden, hidden])[0].invalid);
+        let unknown = StreamTiming {
+            first_event_text_bytes: None,
+            ..claim
+        };
+        assert!(!check_stream_timing(&[unknown, unknown])[0].invalid);
     }
 
     #[test]

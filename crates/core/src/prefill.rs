@@ -390,11 +390,11 @@ pub fn cold_row(
 /// count of that prompt: prompts are sized to their context (within a few percent once
 /// calibrated, within a chat template's tokens otherwise), so 4x plus
 /// [`PROMPT_INFLATION_SLACK`] tokens is far beyond any tokenizer or template difference.
-pub const PROMPT_INFLATION_RATIO: f64 = 4.0;
+pub const PROMPT_INFLATION_RATIO: f64 = servebench_results::check::PROMPT_RATIO;
 
 /// Tokens a reported prompt may exceed [`PROMPT_INFLATION_RATIO`] × its context by (a chat
 /// template and a system prompt around a short prompt).
-pub const PROMPT_INFLATION_SLACK: u64 = 4096;
+pub const PROMPT_INFLATION_SLACK: u64 = servebench_results::check::PROMPT_SLACK_TOKENS as u64;
 
 /// Marks `row` (cold or warm, of context `ctx` tokens) `invalid` (its tok/s null) with a `usage_implausible`
 /// reason when the server's `usage.prompt_tokens` cannot count the prompt that was sent: above
@@ -421,6 +421,9 @@ pub fn check_prompt_tokens(row: &mut PrefillRow, ctx: u64, max_model_len: Option
     // A speed computed from that count is no measurement: null, not 7.6e14 tok/s in a table.
     row.tok_per_sec = None;
     row.client_tok_per_sec = None;
+    // so is what is derived from it (computed = prompt − cached, hit rate = cached / prompt)
+    row.computed_tokens = None;
+    row.cache_hit_rate = None;
 }
 
 /// A warm-prefix row: the same prompt sent again.
@@ -593,6 +596,9 @@ mod tests {
             prompt_tokens: Some(p),
             tok_per_sec: Some(1e3),
             status: Some(CellStatus::Ok),
+            cached_tokens: Some(1000),
+            computed_tokens: Some(p.saturating_sub(1000)),
+            cache_hit_rate: Some(1000.0 / p as f64),
             ..Default::default()
         };
         let judged = |p: u64, max: Option<u64>| {
@@ -606,6 +612,7 @@ mod tests {
         let r = judged(4 * 16_384 + 4097, None);
         assert_eq!(r.status, Some(CellStatus::Invalid));
         assert_eq!((r.tok_per_sec, r.client_tok_per_sec), (None, None));
+        assert_eq!((r.computed_tokens, r.cache_hit_rate), (None, None));
         assert!(r
             .status_reason
             .unwrap()

@@ -293,6 +293,15 @@ pub fn server_readiness(
     max_tokens: u64,
     completed: u64,
 ) -> ServerReadiness {
+    // a gauge below 0 (or not finite) is no count: no evidence of an empty queue or a full
+    // batch, and never printed as `running_reqs=-5/4` (break-it round 5)
+    for (name, g) in [("running", s.running), ("waiting", s.waiting)] {
+        if let Some(x) = g.filter(|x| *x < 0.0 || !x.is_finite()) {
+            return ServerReadiness::missing(format!(
+                "the engine's /metrics {name}-requests gauge read {x} (below 0 or not finite: no count)"
+            ));
+        }
+    }
     let running = s.running.unwrap_or(0.0);
     let waiting = s.waiting.unwrap_or(0.0);
     let reason = format!(
@@ -645,6 +654,13 @@ mod tests {
         assert_eq!(r.failing, "running_reqs=3/4");
         // short requests: C completed and an empty queue are enough
         assert!(server_readiness(&sample(3.0, 0.0), 4, true, 256, 4).ready);
+        // negative gauges are no evidence (a queue of -5 is no empty queue) and never printed
+        for (run, wait) in [(-5.0, 0.0), (4.0, -5.0), (f64::NAN, 0.0)] {
+            let r = server_readiness(&sample(run, wait), 4, true, 256, 4);
+            assert!(!r.evidence && !r.ready && r.permits(), "{run} {wait}");
+            assert_eq!(r.reason, "metrics_unavailable");
+            assert!(r.missing.contains("no count"), "{}", r.missing);
+        }
         assert_eq!(
             server_readiness(&sample(4.0, 0.0), 4, false, 2048, 0).failing,
             "no_generation"

@@ -253,6 +253,27 @@ pub fn prefill_ok(row: &PrefillRow) -> bool {
     matches!(row.status, None | Some(CellStatus::Ok)) && row.tok_per_sec.is_some()
 }
 
+/// The prompt tokens a prefill table shows: the row's count when the row is ok (or has no
+/// status, old files), none for a row that is not (an `invalid` row's count is the server's
+/// claim that made it invalid, 1e12 say; its status text quotes it).
+pub fn prefill_tokens_shown(row: &PrefillRow) -> Option<u64> {
+    match row.status {
+        None | Some(CellStatus::Ok) => row.prompt_tokens,
+        Some(_) => None,
+    }
+}
+
+/// The status text of a prefill row: `ok`, `invalid`, or `invalid: <reason>` on one line
+/// (control and bidi characters blanked).
+pub fn prefill_status_text(row: &PrefillRow) -> String {
+    let s = match (&row.status, &row.status_reason) {
+        (Some(s), Some(why)) if !why.is_empty() => format!("{}: {why}", s.as_str()),
+        (Some(s), _) => s.as_str().to_string(),
+        (None, _) => "ok".into(),
+    };
+    crate::export::one_line(&s).into_owned()
+}
+
 /// The engine as one label: `vllm 0.32.1`.
 pub fn engine_label(r: &Results) -> String {
     let m = &r.metadata;

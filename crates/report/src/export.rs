@@ -56,12 +56,7 @@ impl ExportFormat {
     }
 }
 
-/// Unicode's bidirectional formatting characters (U+061C, U+200E, U+200F, U+202A–U+202E,
-/// U+2066–U+2069): invisible, they reorder what a terminal or a page shows after them, so a model
-/// id with U+202E reads backwards ("Trojan source"). Never printed from a server's text.
-pub fn is_bidi_control(c: char) -> bool {
-    matches!(c, '\u{061C}' | '\u{200E}' | '\u{200F}' | '\u{202A}'..='\u{202E}' | '\u{2066}'..='\u{2069}')
-}
+pub use servebench_results::is_bidi_control;
 
 /// `text` with every control character but line feed, carriage return and tab (C0 with ESC,
 /// DEL, C1) and every bidirectional formatting character ([`is_bidi_control`]) replaced by a

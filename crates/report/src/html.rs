@@ -588,16 +588,12 @@ fn html_prefill(out: &mut String, r: &Results) -> anyhow::Result<()> {
                 out,
                 "<tr><td>{kind}</td><td>{}</td><td class=\"num\">{}</td><td class=\"num\">{}</td><td class=\"num\">{}</td><td class=\"num\">{}</td><td>{}</td><td>{}</td></tr>",
                 esc(&label),
-                row.prompt_tokens.map(|t| t.to_string()).unwrap_or_else(|| "-".into()),
+                cells::prefill_tokens_shown(row).map(|t| t.to_string()).unwrap_or_else(|| "-".into()),
                 row.ttft_seconds.map(|t| format!("{t:.3}")).unwrap_or_else(|| "-".into()),
                 row.tok_per_sec.map(|t| format!("{t:.0}")).unwrap_or_else(|| "-".into()),
                 row.cached_tokens.map(|t| t.to_string()).unwrap_or_else(|| "-".into()),
                 esc(&cells::prefill_method_words(row.method)),
-                esc(&match (&row.status, &row.status_reason) {
-                    (Some(s), Some(why)) if !why.is_empty() => format!("{}: {why}", s.as_str()),
-                    (Some(s), _) => s.as_str().to_string(),
-                    (None, _) => "ok".into(),
-                })
+                esc(&cells::prefill_status_text(row))
             );
         }
     }

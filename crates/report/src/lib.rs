@@ -25,7 +25,7 @@ use std::path::Path;
 
 use cells::{by_context, pct_label, percentile, Metric};
 use servebench_results::{
-    format_context, BenchmarkMode, CellResult, CellStatus, DecodeMode, Results,
+    format_context, BenchmarkMode, CellResult, CellStatus, DecodeMode, PrefillRow, Results,
 };
 
 /// Options of the text report.
@@ -423,15 +423,35 @@ fn text_cold_prefill(out: &mut String, r: &Results) {
     for (ctx_label, _, row) in by_context(&r.prefill) {
         let _ = writeln!(
             out,
-            "  {}{}{}{}  {}",
+            "  {}{}{}{}  {}{}",
             pad_right(&ctx_label, 9),
-            pad(&opt_text(row.prompt_tokens.map(|t| t.to_string())), 9),
+            pad(
+                &opt_text(cells::prefill_tokens_shown(row).map(|t| t.to_string())),
+                9
+            ),
             pad(&opt_text(row.ttft_seconds.map(|t| format!("{t:.3}"))), 10),
             pad(&opt_text(row.tok_per_sec.map(|t| format!("{t:.0}"))), 11),
-            cells::prefill_method_words(row.method)
+            cells::prefill_method_words(row.method),
+            prefill_mark(row)
         );
     }
     out.push('\n');
+}
+
+/// The mark after a prefill row that is not ok: `  INVALID: <reason>` (nothing for an ok row).
+fn prefill_mark(row: &PrefillRow) -> String {
+    match row.status {
+        None | Some(CellStatus::Ok) => String::new(),
+        Some(s) => {
+            let why = row.status_reason.as_deref().unwrap_or("");
+            let why = export::one_line(why);
+            if why.is_empty() {
+                format!("  {}", s.as_str().to_uppercase())
+            } else {
+                format!("  {}: {why}", s.as_str().to_uppercase())
+            }
+        }
+    }
 }
 
 /// The decode matrices (aggregate, per-request, per-gap ITL, server check), where the tokens
@@ -544,20 +564,26 @@ fn text_warm_prefill(out: &mut String, r: &Results) {
         pad("uncached tok/s", 16)
     );
     for (ctx_label, _, row) in by_context(&r.prefill_warm) {
+        let ok = cells::prefill_tokens_shown(row).is_some() || row.prompt_tokens.is_none();
         let cached = match (row.cached_tokens, row.cache_hit_rate) {
+            _ if !ok => "-".into(),
             (Some(c), Some(h)) => format!("{c} ({:.0}%)", h * 100.0),
             (Some(c), None) => c.to_string(),
             _ => "unknown".into(),
         };
         let _ = writeln!(
             out,
-            "  {}{}{}{}{}  {}",
+            "  {}{}{}{}{}  {}{}",
             pad_right(&ctx_label, 9),
-            pad(&opt_text(row.prompt_tokens.map(|t| t.to_string())), 9),
+            pad(
+                &opt_text(cells::prefill_tokens_shown(row).map(|t| t.to_string())),
+                9
+            ),
             pad(&cached, 16),
             pad(&opt_text(row.ttft_seconds.map(|t| format!("{t:.3}"))), 10),
             pad(&opt_text(row.tok_per_sec.map(|t| format!("{t:.0}"))), 16),
-            row.cached_tokens_source.as_deref().unwrap_or("-")
+            export::one_line(row.cached_tokens_source.as_deref().unwrap_or("-")),
+            prefill_mark(row)
         );
     }
     let _ = writeln!(
@@ -722,6 +748,13 @@ fn fault_sections(r: &Results, out: &mut String) {
         let (Some(req), Some(m)) = (c.requested_context_tokens, c.measured_prompt_tokens) else {
             continue;
         };
+        // a count the run judged impossible (usage_implausible) is no real context: the cell's
+        // own reason quotes it, and +97656249900 % here would read as a measurement
+        if c.status == CellStatus::Invalid
+            && c.error_kind == Some(servebench_results::FailureKind::UsageImplausible)
+        {
+            continue;
+        }
         if req == 0 || ((m as f64 - req as f64) / req as f64).abs() <= 0.05 {
             continue;
         }

@@ -172,7 +172,9 @@ fn md_prefill(out: &mut String, r: &Results) {
             let _ = writeln!(
                 out,
                 "| {label} | {} | {} | {} | {} | {} |",
-                row.prompt_tokens.map(|t| t.to_string()).unwrap_or_default(),
+                cells::prefill_tokens_shown(row)
+                    .map(|t| t.to_string())
+                    .unwrap_or_default(),
                 row.ttft_seconds
                     .map(|t| format!("{t:.3}"))
                     .unwrap_or_default(),
@@ -180,11 +182,7 @@ fn md_prefill(out: &mut String, r: &Results) {
                     .map(|t| format!("{t:.0}"))
                     .unwrap_or_default(),
                 md_escape(&cells::prefill_method_words(row.method)),
-                md_escape(&match (&row.status, &row.status_reason) {
-                    (Some(s), Some(why)) if !why.is_empty() => format!("{}: {why}", s.as_str()),
-                    (Some(s), _) => s.as_str().to_string(),
-                    (None, _) => "ok".into(),
-                })
+                md_escape(&cells::prefill_status_text(row))
             );
         }
         out.push('\n');

@@ -16,6 +16,11 @@
 //!   `completed_request_count` > `request_count`; status `ok` without an `aggregate_tps`;
 //!   `aggregate_tps` not `client_output_tokens / measurement_seconds` (the seed spec's formula,
 //!   §4.2; 1 % and 0.01 tok/s slack for rounding).
+//!   An ok cell with an aggregate also has a window (`measurement_seconds` > 0), and its
+//!   `per_request_avg_tps` is `aggregate_tps / concurrency` (1 % slack).
+//! * **Prefill rows that contradict themselves** (`prefill`, `prefill_warm`, keyed by context):
+//!   an ok row with more prompt tokens than 4 × the context + 4,096 (the bound of
+//!   `prefill::check_prompt_tokens`), a row that is not ok with a tok/s.
 //! * **A run state that contradicts `run_complete`**: `run_state` `complete` with `run_complete`
 //!   false, or `running` / `interrupted` with `run_complete` true.
 //! * **Timestamps that do not parse**: `metadata.started_at` (and any other string
@@ -145,6 +150,28 @@ fn check_cell(c: &serde_json::Map<String, Value>, at: &str, out: &mut Vec<Imposs
             "an ok cell without an aggregate tok/s (its headline)".into(),
         );
     }
+    if c.get("status").and_then(Value::as_str) == Some("ok")
+        && agg.is_some()
+        && !num("measurement_seconds").is_some_and(|w| w > 0.0)
+    {
+        push(
+            "measurement_seconds",
+            "an ok cell with an aggregate tok/s but no window (measurement_seconds 0 or missing): tokens over no time".into(),
+        );
+    }
+    if let (Some(a), Some(p), Some(n)) = (
+        agg,
+        num("per_request_avg_tps"),
+        num("concurrency").filter(|&n| n >= 1.0),
+    ) {
+        let want = a / n;
+        if (p - want).abs() > (0.01 * want.abs()).max(0.01) {
+            push(
+                "per_request_avg_tps",
+                format!("{p} is not aggregate_tps / concurrency = {a} / {n} = {want:.3}"),
+            );
+        }
+    }
     if let (Some(a), Some(t), Some(w)) = (
         agg,
         num("client_output_tokens"),
@@ -162,6 +189,43 @@ fn check_cell(c: &serde_json::Map<String, Value>, at: &str, out: &mut Vec<Imposs
     }
 }
 
+/// Prompt tokens above this many times the context (plus [`PROMPT_SLACK_TOKENS`]) are no count
+/// of a prompt of that context (servebench-core's `prefill::check_prompt_tokens` makes such a
+/// row `invalid`; the same bound).
+pub const PROMPT_RATIO: f64 = 4.0;
+
+/// Slack of the prompt-count bound, tokens (chat template, system prompt).
+pub const PROMPT_SLACK_TOKENS: f64 = 4096.0;
+
+/// The contradictions of one prefill row (`ctx`: its key, the context in tokens).
+fn check_prefill_row(row: &Value, ctx: &str, at: &str, out: &mut Vec<ImpossibleValue>) {
+    let ok = match row.get("status") {
+        None | Some(Value::Null) => true,
+        Some(s) => s.as_str() == Some("ok"),
+    };
+    let (Ok(ctx), Some(p)) = (
+        ctx.parse::<f64>(),
+        row.get("prompt_tokens").and_then(Value::as_f64),
+    ) else {
+        return;
+    };
+    if ok && p > PROMPT_RATIO * ctx + PROMPT_SLACK_TOKENS {
+        out.push(ImpossibleValue {
+            pointer: format!("{at}/prompt_tokens"),
+            message: format!(
+                "an ok prefill row with {p} prompt tokens for a {ctx}-token context: no count of that prompt"
+            ),
+        });
+    }
+    if !ok && row.get("tok_per_sec").and_then(Value::as_f64).is_some() {
+        let status = row.get("status").and_then(Value::as_str).unwrap_or("?");
+        out.push(ImpossibleValue {
+            pointer: format!("{at}/tok_per_sec"),
+            message: format!("a prefill row with status {status} and a tok/s"),
+        });
+    }
+}
+
 /// Every impossible value in `v` (a results JSON), in document order (rules in the module docs).
 pub fn impossible_values(v: &Value) -> Vec<ImpossibleValue> {
     let mut out = Vec::new();
@@ -171,6 +235,14 @@ pub fn impossible_values(v: &Value) -> Vec<ImpossibleValue> {
             if let Some(c) = c.as_object() {
                 check_cell(c, &format!("/results/{i}"), &mut out);
             }
+        }
+    }
+    for layer in ["prefill", "prefill_warm"] {
+        let Some(rows) = v.get(layer).and_then(Value::as_object) else {
+            continue;
+        };
+        for (ctx, row) in rows {
+            check_prefill_row(row, ctx, &format!("/{layer}/{}", escape(ctx)), &mut out);
         }
     }
     let state = v.get("run_state").and_then(Value::as_str);
@@ -340,8 +412,43 @@ mod tests {
         }
         assert_eq!(got.len(), 5, "{got:?}");
         let fine = json!({"run_state": "complete", "run_complete": true, "results": [
-            {"status": "ok", "aggregate_tps": 398.1408040645716, "client_output_tokens": 2048, "measurement_seconds": 5.143909}]});
+            {"status": "ok", "aggregate_tps": 398.1408040645716, "client_output_tokens": 2048, "measurement_seconds": 5.143909,
+             "concurrency": 4, "per_request_avg_tps": 99.5352010161429}]});
         assert!(impossible_values(&fine).is_empty());
+    }
+
+    #[test]
+    fn windowless_cells_per_request_speeds_and_prefill_rows_are_checked() {
+        // break-it round 5: each of these passed validate and --resume
+        let v = json!({
+            "results": [
+                {"status": "ok", "aggregate_tps": 400.0, "client_output_tokens": 2048, "measurement_seconds": 0.0},
+                {"status": "ok", "aggregate_tps": 400.0, "measurement_seconds": null},
+                {"status": "ok", "aggregate_tps": 400.0, "client_output_tokens": 2000, "measurement_seconds": 5.0,
+                 "concurrency": 1, "per_request_avg_tps": 250.0},
+                {"status": "invalid", "aggregate_tps": null, "measurement_seconds": 0.0}
+            ],
+            "prefill": {"1024": {"status": "ok", "prompt_tokens": 1_000_000_000_000u64, "tok_per_sec": 7.6e14},
+                        "2048": {"status": "invalid", "prompt_tokens": 1_000_000_000_000u64, "tok_per_sec": null},
+                        "4096": {"status": "ok", "prompt_tokens": 4200, "tok_per_sec": 9000.0}},
+            "prefill_warm": {"1024": {"status": "invalid", "prompt_tokens": 1060, "tok_per_sec": 80000.0},
+                             "8192": {"prompt_tokens": 36865, "tok_per_sec": 1.0}}
+        });
+        let got: Vec<String> = impossible_values(&v)
+            .iter()
+            .map(|p| p.to_string())
+            .collect();
+        for bad in [
+            "/results/0/measurement_seconds: an ok cell with an aggregate tok/s but no window",
+            "/results/1/measurement_seconds: an ok cell with an aggregate tok/s but no window",
+            "/results/2/per_request_avg_tps: 250 is not aggregate_tps / concurrency",
+            "/prefill/1024/prompt_tokens: an ok prefill row with 1000000000000 prompt tokens",
+            "/prefill_warm/1024/tok_per_sec: a prefill row with status invalid and a tok/s",
+            "/prefill_warm/8192/prompt_tokens: an ok prefill row with 36865",
+        ] {
+            assert!(got.iter().any(|p| p.starts_with(bad)), "{bad}: {got:?}");
+        }
+        assert_eq!(got.len(), 6, "{got:?}");
     }
 
     /// Issue 17 break-it round 3: a hit rate of 19,999.8 and a negative llama.cpp

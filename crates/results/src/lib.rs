@@ -19,6 +19,14 @@ use serde::{Deserialize, Serialize};
 use serde_json::Value;
 
 pub mod check;
+
+/// Unicode's bidirectional formatting characters (U+061C, U+200E, U+200F, U+202A–U+202E,
+/// U+2066–U+2069): invisible, they reorder what a terminal or a page shows after them, so a model
+/// id with U+202E reads backwards ("Trojan source"). Never printed from a server's text (the
+/// report's `export::one_line`, the client's `error::strip_controls` and so every log line).
+pub fn is_bidi_control(c: char) -> bool {
+    matches!(c, '\u{061C}' | '\u{200E}' | '\u{200F}' | '\u{202A}'..='\u{202E}' | '\u{2066}'..='\u{2069}')
+}
 mod kinds;
 pub mod task;
 

@@ -104,7 +104,12 @@ pub struct WindowTally {
 impl WindowTally {
     /// Folds one request.
     pub fn add(&mut self, w: &Window, o: &StreamOutcome) {
-        self.tokens += o.window_tokens;
+        self.add_credit(w, o, o.window_tokens);
+    }
+
+    /// Folds one request with `credit` output tokens inside the window.
+    fn add_credit(&mut self, w: &Window, o: &StreamOutcome, credit: u64) {
+        self.tokens += credit;
         self.token_events += o.window_token_events;
         let r = &o.record;
         if !w.holds(r) {
@@ -123,10 +128,26 @@ impl WindowTally {
     }
 
     /// The tally of `outcomes`.
+    ///
+    /// **A server known to send non-cumulative usage**: when one overlapping request's usage
+    /// went down (it was recounted one token per event, seed spec §4.1 fallback), the usage
+    /// values of the others are no count either. A request cut at the window end after one
+    /// chunk (usage 32, 31, … cut after the 32) never showed the fall, and taken as
+    /// cumulative it would credit 32 tokens to one event. So in such a cell a request that was
+    /// not itself recounted is credited at most one token per token event inside the window.
     pub fn of<'a>(w: &Window, outcomes: impl IntoIterator<Item = &'a StreamOutcome>) -> Self {
+        let outcomes: Vec<&StreamOutcome> = outcomes.into_iter().collect();
+        let noncumulative = outcomes
+            .iter()
+            .any(|o| o.record.nonmonotonic_usage && w.holds(&o.record));
         let mut t = WindowTally::default();
         for o in outcomes {
-            t.add(w, o);
+            let credit = if noncumulative && !o.record.nonmonotonic_usage {
+                o.window_tokens.min(o.window_token_events)
+            } else {
+                o.window_tokens
+            };
+            t.add_credit(w, o, credit);
         }
         t
     }
@@ -256,5 +277,32 @@ mod tests {
             "openai_stream_chunks_fallback"
         );
         assert_eq!(WindowTally::default().aggregate_source().as_str(), "none");
+    }
+
+    #[test]
+    fn a_cell_with_non_cumulative_usage_credits_unjudged_requests_one_token_per_event() {
+        // usage 32, 31, …: the cut request saw only its first chunk (usage 32) and could not
+        // tell its usage was per-delta; before the fix it added 31 tokens (CI flake of
+        // faults::usage_that_counts_down_is_recounted_one_token_per_event)
+        let t0 = Instant::now();
+        let w = Window {
+            start: at(t0, 10.0),
+            end: at(t0, 20.0),
+        };
+        let mut recounted = outcome(t0, (11.0, 12.0), 32, 32, false);
+        recounted.record.nonmonotonic_usage = true;
+        let mut cut = outcome(t0, (19.9, 20.1), 32, 1, false);
+        cut.window_token_events = 1;
+        let t = WindowTally::of(&w, [&recounted, &cut]);
+        assert_eq!((t.tokens, t.token_events), (33, 33));
+        assert!(t.nonmonotonic_usage);
+        // without a recounted request the same cut request keeps its usage credit
+        let t = WindowTally::of(&w, [&cut]);
+        assert_eq!((t.tokens, t.token_events), (32, 1));
+        // a recounted request outside the window says nothing about this cell's window
+        let mut early = outcome(t0, (1.0, 2.0), 0, 32, false);
+        early.record.nonmonotonic_usage = true;
+        let t = WindowTally::of(&w, [&early, &cut]);
+        assert_eq!(t.tokens, 32);
     }
 }
