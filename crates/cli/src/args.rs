@@ -835,6 +835,9 @@ pub fn target_message(e: &TargetError, flag: &str) -> String {
             format!("{flag} {url:?} must start with http:// or https://")
         }
         TargetError::NoHost { url } => format!("{flag} {url:?} has no host"),
+        TargetError::InvalidHost { url, host } => {
+            format!("{flag} {url:?} has an invalid host {host:?}")
+        }
         TargetError::Port { url, port } => {
             format!("{flag} {url:?} has an invalid port {port:?}")
         }

@@ -55,6 +55,15 @@ pub enum TargetError {
         /// The URL as given (trimmed).
         url: String,
     },
+    /// The URL's host is malformed (`http://[::1`: an IPv6 address without its `]`, or one
+    /// that is no IPv6 address).
+    #[error("the URL {url:?} has an invalid host {host:?}")]
+    InvalidHost {
+        /// The URL as given (trimmed).
+        url: String,
+        /// The authority as given.
+        host: String,
+    },
     /// The URL's port is not a number from 0 to 65535.
     #[error("the URL {url:?} has an invalid port {port:?}")]
     Port {
@@ -164,6 +173,20 @@ impl Target {
         }
         if host.is_empty() || host.starts_with(':') {
             return Err(TargetError::NoHost { url: shown(u) });
+        }
+        let bad_host = || TargetError::InvalidHost {
+            url: shown(u),
+            host: host.to_string(),
+        };
+        if let Some(v6) = host.strip_prefix('[') {
+            let (addr, after) = v6.split_once(']').ok_or_else(bad_host)?;
+            if addr.parse::<std::net::Ipv6Addr>().is_err()
+                || !(after.is_empty() || after.starts_with(':'))
+            {
+                return Err(bad_host());
+            }
+        } else if host.contains(['[', ']']) {
+            return Err(bad_host());
         }
         if let Some(port) = host
             .rsplit_once(':')
@@ -657,6 +680,26 @@ mod tests {
             err("ftp://h").to_string(),
             r#"the URL "ftp://h" must start with http:// or https://"#
         );
+        // a malformed IPv6 host is a bad value, not a network failure (break-it round 5:
+        // `--url http://[::1` ended in "builder error: invalid IPv6 address", exit 1)
+        for bad in [
+            "http://[::1",
+            "http://[zz]:80",
+            "http://[::1]x",
+            "http://a]b:1",
+        ] {
+            assert!(
+                matches!(err(bad), TargetError::InvalidHost { .. }),
+                "{bad}: {:?}",
+                err(bad)
+            );
+        }
+        for good in ["http://[::1]", "http://[::1]:8000/v1", "http://[fe80::1]:1"] {
+            assert!(
+                Target::from_url(good, None, Endpoint::Chat).is_ok(),
+                "{good}"
+            );
+        }
     }
 
     #[test]
