@@ -91,8 +91,9 @@ pub struct CompareArgs {
     #[arg(long, short)]
     pub output: Option<PathBuf>,
     /// Exit with code 4 when any cell's aggregate tok/s is SLOWER than the baseline's with its
-    /// whole 95 % interval (widened by --noise-pct for run-to-run noise) at or below -PCT percent
-    /// (for CI regression gates).
+    /// whole 95 % interval (widened by --noise-pct for run-to-run noise) at or below -PCT percent,
+    /// or when a cell the baseline measured was not measured by the other run (invalid, error,
+    /// skipped or absent) (for CI regression gates).
     #[arg(long, value_name = "PCT", allow_negative_numbers = true)]
     pub fail_if_slower: Option<f64>,
     /// Smallest difference in percent that is marked faster/slower, even when its 95 % interval
@@ -249,6 +250,29 @@ pub fn cmd_compare(a: CompareArgs) -> anyhow::Result<ExitCode> {
                 })
             })
             .collect();
+        let lost: Vec<String> = cmps
+            .iter()
+            .flat_map(|c| {
+                c.lost_cells().into_iter().map(move |d| {
+                    format!(
+                        "{} {} C={} ctx={}: {} in the baseline, {} here",
+                        c.b,
+                        d.layer,
+                        d.concurrency,
+                        servebench_results::format_context(d.context),
+                        d.status.0,
+                        d.status.1
+                    )
+                })
+            })
+            .collect();
+        if !lost.is_empty() {
+            eprintln!(
+                "servebench compare: {} cell(s) measured in the baseline were not measured: {}",
+                lost.len(),
+                lost.join("; ")
+            );
+        }
         if !slower.is_empty() {
             eprintln!(
                 "servebench compare: {} cell(s) slower than the baseline by at least {}% beyond the noise: {}",
@@ -256,6 +280,8 @@ pub fn cmd_compare(a: CompareArgs) -> anyhow::Result<ExitCode> {
                 cells::fmt_num(pct),
                 slower.join("; ")
             );
+        }
+        if !slower.is_empty() || !lost.is_empty() {
             return Ok(ExitCode::from(EXIT_SLOWER));
         }
     }

@@ -315,6 +315,34 @@ fn exports_rotation_and_compare_against_the_simulator() {
         ],
     );
     assert_eq!(gate.code, 0, "{}", gate.stderr);
+    // break-it round 6: a cell the baseline measured that the new run did not (invalid here)
+    // passed the gate
+    let mut v: serde_json::Value =
+        serde_json::from_str(&std::fs::read_to_string(path("results.json")).unwrap()).unwrap();
+    for c in v["results"].as_array_mut().unwrap() {
+        c["status"] = "invalid".into();
+        c["status_reason"] = "usage_implausible: test".into();
+        c["aggregate_tps"] = serde_json::Value::Null;
+        c["per_request_avg_tps"] = serde_json::Value::Null;
+    }
+    std::fs::write(path("lost.json"), serde_json::to_vec(&v).unwrap()).unwrap();
+    let gate = run_in(
+        d,
+        &[
+            "compare",
+            "results.1.json",
+            "lost.json",
+            "--fail-if-slower",
+            "30",
+        ],
+    );
+    assert_eq!(gate.code, 4, "{}\n{}", gate.stdout, gate.stderr);
+    assert!(
+        gate.stderr.contains("were not measured")
+            && gate.stderr.contains("ok in the baseline, invalid here"),
+        "{}",
+        gate.stderr
+    );
     // Markdown and HTML forms, three files at once.
     let md = run_in(
         d,

@@ -209,7 +209,20 @@ pub struct Comparison {
     pub warnings: Vec<String>,
 }
 
+/// A cell measured in the baseline (A `ok` or `capacity-limited`) that B did not measure
+/// (`invalid`, `error`, a skip, or `absent`): for a regression gate a lost cell is worse than a
+/// slower one. `status`: (A, B) as in [`CellDiff::status`].
+pub fn lost(status: &(String, String)) -> bool {
+    let measured = |s: &str| s == "ok" || s == "capacity-limited";
+    measured(&status.0) && !measured(&status.1)
+}
+
 impl Comparison {
+    /// Cells measured in A that B did not measure ([`lost`]).
+    pub fn lost_cells(&self) -> Vec<&CellDiff> {
+        self.cells.iter().filter(|c| lost(&c.status)).collect()
+    }
+
     /// Cells whose aggregate tok/s is lower beyond the noise by at least `pct` %: verdict
     /// `SLOWER` and the whole 95 % interval (widened for run-to-run noise) at or below −`pct`.
     pub fn slower_than(&self, pct: f64) -> Vec<&CellDiff> {
@@ -1070,4 +1083,29 @@ fn matrix_plots_html(out: &mut String, runs: &[(&str, &Results)]) -> anyhow::Res
         }
     }
     Ok(())
+}
+
+#[cfg(test)]
+mod lost_tests {
+    use super::lost;
+
+    /// Break-it round 6: `compare A B --fail-if-slower 5` passed with B's cell invalid or absent.
+    #[test]
+    fn a_cell_the_new_run_did_not_measure_is_lost() {
+        let st = |a: &str, b: &str| (a.to_string(), b.to_string());
+        for b in [
+            "invalid",
+            "error",
+            "absent",
+            "skipped_user",
+            "skipped_context",
+        ] {
+            assert!(lost(&st("ok", b)), "{b}");
+            assert!(lost(&st("capacity-limited", b)), "{b}");
+        }
+        assert!(!lost(&st("ok", "ok")));
+        assert!(!lost(&st("ok", "capacity-limited")));
+        assert!(!lost(&st("invalid", "absent")));
+        assert!(!lost(&st("absent", "ok")));
+    }
 }
