@@ -24,8 +24,44 @@ pub mod check;
 /// U+2066–U+2069): invisible, they reorder what a terminal or a page shows after them, so a model
 /// id with U+202E reads backwards ("Trojan source"). Never printed from a server's text (the
 /// report's `export::one_line`, the client's `error::strip_controls` and so every log line).
+///
+/// Also true for the other invisible format characters a server's text could hide behind
+/// (break-it round 6): zero-width space and joiners (U+200B–U+200D), the line and paragraph
+/// separators U+2028 / U+2029 (a line break to a terminal), word joiner and invisible operators
+/// (U+2060–U+2064), the byte-order mark U+FEFF and the tag characters (U+E0000–U+E007F).
 pub fn is_bidi_control(c: char) -> bool {
-    matches!(c, '\u{061C}' | '\u{200E}' | '\u{200F}' | '\u{202A}'..='\u{202E}' | '\u{2066}'..='\u{2069}')
+    matches!(
+        c,
+        '\u{061C}'
+            | '\u{200B}'..='\u{200F}'
+            | '\u{2028}'..='\u{202E}'
+            | '\u{2060}'..='\u{2064}'
+            | '\u{2066}'..='\u{2069}'
+            | '\u{FEFF}'
+            | '\u{E0000}'..='\u{E007F}'
+    )
+}
+
+#[cfg(test)]
+mod invisible_tests {
+    #[test]
+    fn invisible_format_characters_are_recognised() {
+        for c in [
+            '\u{202E}',
+            '\u{2067}',
+            '\u{200B}',
+            '\u{FEFF}',
+            '\u{2028}',
+            '\u{2029}',
+            '\u{E0041}',
+            '\u{2060}',
+        ] {
+            assert!(super::is_bidi_control(c), "{:04X}", c as u32);
+        }
+        for c in ['a', 'é', '模', ' ', '\u{2030}', '\u{00A0}'] {
+            assert!(!super::is_bidi_control(c), "{:04X}", c as u32);
+        }
+    }
 }
 mod kinds;
 pub mod task;
