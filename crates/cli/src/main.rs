@@ -465,6 +465,19 @@ pub(crate) fn read_results(
             anyhow::anyhow!("{} is not a results JSON file ({e})", path.display())
         })?,
     };
+    if !value.is_object() {
+        let what = match &value {
+            serde_json::Value::Array(_) => "an array",
+            serde_json::Value::Null => "null",
+            serde_json::Value::String(_) => "a string",
+            serde_json::Value::Number(_) => "a number",
+            _ => "a boolean",
+        };
+        anyhow::bail!(
+            "{} is not a servebench results file: its top level is {what}, not the JSON object servebench writes (metadata, results, summary_table, …)",
+            path.display()
+        );
+    }
     if value.pointer("/metadata/mode").and_then(|m| m.as_str()) == Some("completion_stats") {
         let r = serde_json::from_value(value.clone()).with_context(|| {
             format!(
@@ -479,15 +492,37 @@ pub(crate) fn read_results(
     Ok((value, AnyResults::Matrix(Box::new(results))))
 }
 
-fn cmd_validate(a: args::FileArgs) -> anyhow::Result<ExitCode> {
-    let (value, kind) = read_results(&a.file)?;
-    let (schema_text, version, what) = match kind {
-        AnyResults::Matrix(_) => (
+/// What `servebench validate` finds in a results file: schema violations (one line each, with
+/// where) and impossible values (`servebench_results::check`).
+pub(crate) struct Problems {
+    /// Schema violations.
+    pub schema: Vec<String>,
+    /// Values no measurement can have produced.
+    pub impossible: Vec<servebench_results::check::ImpossibleValue>,
+    /// `results` or `task results`.
+    pub what: &'static str,
+    /// The schema version checked against.
+    pub version: &'static str,
+}
+
+impl Problems {
+    /// No problem found.
+    pub fn is_empty(&self) -> bool {
+        self.schema.is_empty() && self.impossible.is_empty()
+    }
+}
+
+/// Checks a results file's JSON against its schema and the impossible-value rules. Errors: the
+/// embedded schema does not compile (a build defect).
+/// `task`: a `servebench task` results file (its own schema), else a matrix results file.
+pub(crate) fn problems(value: &serde_json::Value, task: bool) -> anyhow::Result<Problems> {
+    let (schema_text, version, what) = match task {
+        false => (
             servebench_results::SCHEMA_JSON,
             servebench_results::SCHEMA_VERSION,
             "results",
         ),
-        AnyResults::Task(_) => (
+        true => (
             servebench_results::task::TASK_SCHEMA_JSON,
             servebench_results::task::TASK_SCHEMA_VERSION,
             "task results",
@@ -496,8 +531,8 @@ fn cmd_validate(a: args::FileArgs) -> anyhow::Result<ExitCode> {
     let schema: serde_json::Value = serde_json::from_str(schema_text)?;
     let validator = jsonschema::validator_for(&schema)
         .map_err(|e| anyhow::anyhow!("schema does not compile: {e}"))?;
-    let errors: Vec<String> = validator
-        .iter_errors(&value)
+    let schema_errors: Vec<String> = validator
+        .iter_errors(value)
         .map(|e| {
             let at = e.instance_path().to_string();
             if at.is_empty() {
@@ -509,7 +544,23 @@ fn cmd_validate(a: args::FileArgs) -> anyhow::Result<ExitCode> {
         .collect();
     // Values no measurement can have produced (negative latencies or rates, percentiles out
     // of order, timestamps that do not parse): `servebench_results::check`.
-    let impossible = servebench_results::check::impossible_values(&value);
+    let impossible = servebench_results::check::impossible_values(value);
+    Ok(Problems {
+        schema: schema_errors,
+        impossible,
+        what,
+        version,
+    })
+}
+
+fn cmd_validate(a: args::FileArgs) -> anyhow::Result<ExitCode> {
+    let (value, kind) = read_results(&a.file)?;
+    let Problems {
+        schema: errors,
+        impossible,
+        what,
+        version,
+    } = problems(&value, matches!(kind, AnyResults::Task(_)))?;
     if errors.is_empty() && impossible.is_empty() {
         println!("{}: valid ({what} schema {version})", a.file.display());
         return Ok(ExitCode::SUCCESS);

@@ -126,8 +126,42 @@ fn emit(bytes: &[u8], path: Option<&Path>) -> anyhow::Result<()> {
     }
 }
 
+/// Warns on stderr (one line) when a file that is about to be shown does not pass `servebench
+/// validate`: a report of a hand-edited or damaged file must not look like a clean one.
+fn warn_if_invalid(path: &Path, value: &serde_json::Value, task: bool) {
+    let Ok(p) = crate::problems(value, task) else {
+        return;
+    };
+    if p.is_empty() {
+        return;
+    }
+    let first = p.schema.first().cloned().or_else(|| {
+        p.impossible
+            .first()
+            .map(|v| format!("impossible value at {v}"))
+    });
+    let first: String = first.unwrap_or_default().chars().take(200).collect();
+    let first = servebench_report::export::without_controls(first).replace(['\n', '\r', '\t'], " ");
+    let count = |n: usize, what: &str| match n {
+        1 => format!("1 {what}"),
+        n => format!("{n} {what}s"),
+    };
+    let mut found = Vec::new();
+    if !p.schema.is_empty() {
+        found.push(count(p.schema.len(), "schema problem"));
+    }
+    if !p.impossible.is_empty() {
+        found.push(count(p.impossible.len(), "impossible value"));
+    }
+    eprintln!(
+        "warning: {} does not pass `servebench validate` ({}; first: {first}); it is shown as written",
+        path.display(),
+        found.join(", ")
+    );
+}
+
 /// Reads a matrix results file (`servebench run` or llm_decode_bench.py), with a one-line error
-/// for anything else.
+/// for anything else; a file that does not validate is read with a warning.
 fn read_matrix(path: &Path) -> anyhow::Result<Results> {
     let (value, kind) = read_results(path)?;
     let has = |k: &str, arr: bool| {
@@ -136,7 +170,10 @@ fn read_matrix(path: &Path) -> anyhow::Result<Results> {
             .is_some_and(|v| if arr { v.is_array() } else { v.is_object() })
     };
     match kind {
-        AnyResults::Matrix(r) if has("metadata", false) && has("results", true) => Ok(*r),
+        AnyResults::Matrix(r) if has("metadata", false) && has("results", true) => {
+            warn_if_invalid(path, &value, false);
+            Ok(*r)
+        }
         AnyResults::Task(_) => anyhow::bail!(
             "{} is a `servebench task` results file; only `servebench report` with the text format reads it",
             path.display()
@@ -166,6 +203,7 @@ pub fn cmd_report(a: ReportArgs) -> anyhow::Result<ExitCode> {
                 a.file.display()
             );
         }
+        warn_if_invalid(&a.file, &value, true);
         if a.format != ReportFormat::Text {
             usage_bail!(
                 "{} is a `servebench task` results file: only --format text is available for it",

@@ -680,20 +680,31 @@ fn a_negative_completion_count_is_implausible_usage() {
 }
 
 #[test]
-fn usage_the_text_cannot_carry_is_flagged() {
-    // 60 tokens claimed per one-byte chunk, under the live usage bound: the cell is measured,
-    // warned as usage_implausible, and never accepted at publish (break-it round 3: `ok` at
-    // 2,922 tok/s as exact continuous usage)
+fn usage_the_text_cannot_carry_makes_the_cell_invalid() {
+    // 60 tokens claimed per one-byte chunk, under the live usage bound (break-it round 3: `ok`
+    // at 2,922 tok/s as exact continuous usage; round 6: a warning on an ok cell): far more
+    // than the text and chunks can carry, so the cell is invalid and has no headline
     let s = faulty::start(Config::new(Fault::InflatedUsage, 1));
     let r = run(&s.url(), &["--max-tokens", "4096"], SHORT_LIMIT);
-    let c = r.cell();
-    let kinds = c["warning_kinds"].as_array().cloned().unwrap_or_default();
+    let c = invalid_with(&r, "usage_implausible");
     assert!(
-        kinds.iter().any(|k| k == "usage_implausible"),
-        "{c:#}\n{}",
-        r.dump()
+        c["status_reason"]
+            .as_str()
+            .unwrap()
+            .contains("for 40 bytes of text in"),
+        "{c:#}"
     );
-    validate(r.json.as_ref().unwrap());
+    // no text at all: ten role-only chunks and a usage of 640 (round 6: ok at 11,200 tok/s)
+    let s = faulty::start(Config::new(Fault::RoleChunksThenUsage, 1));
+    let r = run(&s.url(), &["--max-tokens", "640"], SHORT_LIMIT);
+    let c = invalid_with(&r, "usage_implausible");
+    assert!(
+        c["status_reason"]
+            .as_str()
+            .unwrap()
+            .contains("640 tokens after 1 delta chunks"),
+        "{c:#}"
+    );
 }
 
 #[test]

@@ -156,6 +156,53 @@ fn words_in_help_and_errors() {
         v.stderr
     );
     assert!(v.stderr.contains("top level"), "{}", v.stderr);
+    // break-it round 6: `[1,2]` said "invalid type: integer `1`, expected a string"
+    std::fs::write(&top, "[1,2]").unwrap();
+    let v = run_in(d, &["validate", top.to_str().unwrap()]);
+    assert_eq!(v.code, 1, "{}", v.stderr);
+    assert!(
+        v.stderr.contains("its top level is an array"),
+        "{}",
+        v.stderr
+    );
+    assert_eq!(v.stderr.lines().count(), 1, "{}", v.stderr);
+}
+
+/// Break-it round 6: `report` rendered files that `validate` rejects without a word.
+#[test]
+fn report_and_compare_warn_about_a_file_that_does_not_validate() {
+    let dir = tempfile::tempdir().unwrap();
+    let d = dir.path();
+    let clean = run_in(d, &["report", &data(OLD)]);
+    assert_eq!(clean.code, 0, "{}", clean.stderr);
+    assert!(!clean.stderr.contains("warning"), "{}", clean.stderr);
+    let mut v: serde_json::Value =
+        serde_json::from_str(&std::fs::read_to_string(data(OLD)).unwrap()).unwrap();
+    v["results"][0]["aggregate_tps"] = serde_json::json!(-5.0);
+    let bad = d.join("bad.json");
+    std::fs::write(&bad, v.to_string()).unwrap();
+    for args in [
+        vec!["report", bad.to_str().unwrap()],
+        vec!["report", bad.to_str().unwrap(), "--format", "csv"],
+        vec!["compare", &data(OLD), bad.to_str().unwrap()],
+    ] {
+        let o = run_in(d, &args);
+        assert_eq!(o.code, 0, "{args:?}: {}", o.stderr);
+        let warned: Vec<&str> = o
+            .stderr
+            .lines()
+            .filter(|l| l.contains("does not pass `servebench validate`"))
+            .collect();
+        assert_eq!(warned.len(), 1, "{args:?}: {}", o.stderr);
+        assert!(
+            warned[0].contains("bad.json")
+                && warned[0].contains(
+                    "impossible values; first: impossible value at /results/0/aggregate_tps"
+                ),
+            "{}",
+            warned[0]
+        );
+    }
 }
 
 fn sim(decode_base_ms: f64) -> Sim {

@@ -171,8 +171,8 @@ struct Accounting<'h, 'a> {
     /// Events that carried tokens: token events plus chunks whose usage grew (the usage bound
     /// of [`usage_bound`] counts these).
     carry_events: u64,
-    /// Delta chunks without text (a choice whose `content` is `""` or absent, the role chunk
-    /// and the finish chunk included) that did not count as carriers. vLLM sends one per token
+    /// Delta chunks without text (a choice whose `content` is `""` or absent; not the role
+    /// chunk, not the finish chunk) that did not count as carriers. vLLM sends one per token
     /// whose text decodes to nothing (seen: a greedy random-weight model repeating such a
     /// token 96 times, every chunk `"content": ""`, usage 96 at the end); the usage bound
     /// counts them too.
@@ -187,6 +187,9 @@ struct Accounting<'h, 'a> {
     first_bytes: Vec<u8>,
     first_byte_at: Option<Instant>,
     json_content_type: bool,
+    /// The response's `Content-Type` when it is neither SSE nor JSON (e.g. `text/html` from a
+    /// proxy's error page), cleaned for a log line and cut to 64 characters.
+    other_content_type: Option<String>,
     /// Arrival of `data: [DONE]`: the protocol's end of the response, and the request's end.
     done_at: Option<Instant>,
     /// Events that arrived after `[DONE]` (ignored: the response had ended).
@@ -239,8 +242,18 @@ impl<'h, 'a> Accounting<'h, 'a> {
             let c = c.to_ascii_lowercase();
             c.contains("json") && !c.contains("event-stream")
         });
+        let other_content_type = content_type
+            .filter(|c| {
+                let c = c.to_ascii_lowercase();
+                !c.contains("json") && !c.contains("event-stream") && !c.trim().is_empty()
+            })
+            .map(|c| {
+                let cut: String = c.chars().take(64).collect();
+                crate::error::strip_controls(&cut).into_owned()
+            });
         Accounting {
             hooks,
+            other_content_type,
             tracker: RequestTracker::new(sent_at),
             framer: SseFramer::new(),
             lt_start: 0,
@@ -346,11 +359,18 @@ impl<'h, 'a> Accounting<'h, 'a> {
             }
         }
         if let Decoded::Chunk(Chunk {
-            content, reasoning, ..
+            content,
+            reasoning,
+            tool_call,
+            ..
         }) = &d
         {
-            let n =
+            let mut n =
                 content.as_ref().map_or(0, |c| c.len()) + reasoning.as_ref().map_or(0, |r| r.len());
+            if *tool_call {
+                // the arguments' text sits inside the payload, which bounds it
+                n += ev.data.len();
+            }
             self.text_bytes += n as u64;
         }
         let events_before = self.tracker.token_events();
@@ -360,7 +380,11 @@ impl<'h, 'a> Accounting<'h, 'a> {
         }
         let token_event = self.tracker.token_events() > events_before;
         if added == 0 && !token_event {
-            if matches!(&d, Decoded::Chunk(c) if c.has_choice) {
+            // the role chunk opens the message and the finish chunk closes it: neither is a
+            // token's chunk (a server that sends ten role chunks and a usage of 640 is not
+            // backed by them); usage-only chunks carry no choice
+            if matches!(&d, Decoded::Chunk(c) if c.has_choice && !c.role && c.finish_reason.is_none())
+            {
                 self.empty_deltas += 1;
             }
             return;
@@ -431,14 +455,20 @@ impl<'h, 'a> Accounting<'h, 'a> {
         transport_error: Option<(String, FailureKind)>,
     ) -> StreamOutcome {
         let in_stream = self.tracker.error().map(str::to_owned);
-        let not_streaming = !cancelled
+        let json_body = self
+            .first_bytes
+            .iter()
+            .find(|b| !b.is_ascii_whitespace())
+            .is_some_and(|&b| b == b'{');
+        let not_streaming =
+            !cancelled && self.sse_events == 0 && (self.json_content_type || json_body);
+        // a body that is neither SSE nor JSON under a foreign content type (a proxy's HTML
+        // error page with status 200): the content type names the problem
+        let foreign_body = !cancelled
             && self.sse_events == 0
-            && (self.json_content_type
-                || self
-                    .first_bytes
-                    .iter()
-                    .find(|b| !b.is_ascii_whitespace())
-                    .is_some_and(|&b| b == b'{'));
+            && !not_streaming
+            && !self.first_bytes.is_empty()
+            && self.other_content_type.is_some();
         // A response that reached `[DONE]` ended then, not when the connection did.
         let now = self.done_at.unwrap_or_else(Instant::now);
         let last_token = self.prev_token_at;
@@ -476,6 +506,14 @@ impl<'h, 'a> Accounting<'h, 'a> {
                 "not_streaming: the server answered the stream: true request with a plain JSON body, not an SSE stream \
                  (it ignores `stream`; servebench needs token arrival times)"
                     .to_string(),
+                FailureKind::NotStreaming,
+            ))
+        } else if foreign_body {
+            Some((
+                format!(
+                    "not_streaming: the server answered the stream: true request with Content-Type {}, not text/event-stream, and no SSE event (a proxy's or gateway's page?)",
+                    self.other_content_type.as_deref().unwrap_or("?")
+                ),
                 FailureKind::NotStreaming,
             ))
         } else {
@@ -1319,7 +1357,11 @@ mod tests {
             out.facts.usage_jump, None,
             "one delta chunk per token is plausible"
         );
-        // Role chunk, finish chunk, usage 200: 3 chunks × 64 = 192 < 200.
+        assert_eq!(
+            out.facts.delta_chunks, 96,
+            "95 empty deltas (not the role chunk, not the finish chunk) + the usage growth"
+        );
+        // Role chunk, finish chunk, usage 200: only the usage growth carries (64 < 200).
         let liar = [
             (0, payloads[0]),
             (5, payloads[96]),
@@ -1330,7 +1372,26 @@ mod tests {
             (15, "[DONE]"),
         ];
         let out = replay(&hooks, base, &liar);
-        assert_eq!(out.facts.usage_jump, Some((200, 3)));
+        assert_eq!(out.facts.usage_jump, Some((200, 1)));
+        // Ten role chunks do not back a usage either (break-it round 6).
+        let role = r#"{"choices":[{"index":0,"delta":{"role":"assistant"},"finish_reason":null}]}"#;
+        let mut roles: Vec<(u64, &str)> = (0..10).map(|i| (i, role)).collect();
+        roles.push((
+            10,
+            r#"{"choices":[],"usage":{"prompt_tokens":3,"completion_tokens":64}}"#,
+        ));
+        roles.push((11, "[DONE]"));
+        let out = replay(&hooks, base, &roles);
+        assert_eq!((out.facts.delta_chunks, out.facts.text_bytes), (1, 0));
+    }
+
+    #[test]
+    fn tool_call_payloads_count_as_text_for_the_usage_bound() {
+        let base = Instant::now();
+        let call = r#"{"choices":[{"index":0,"delta":{"tool_calls":[{"index":0,"function":{"arguments":"{\"city\": \"Paris\", \"unit\": \"celsius\"}"}}]}}]}"#;
+        let out = replay(&StreamHooks::default(), base, &[(1, call), (2, "[DONE]")]);
+        assert_eq!(out.facts.text_bytes, call.len() as u64);
+        assert_eq!(out.facts.delta_chunks, 1);
     }
 
     #[test]
@@ -1355,6 +1416,30 @@ mod tests {
         acc.finish_framer(ms(base, 11));
         let out = acc.close(true, false, None);
         assert_eq!(out.facts.kind, Some(FailureKind::NotStreaming));
+    }
+
+    /// Break-it round 6: a 200 with a proxy's HTML page said "no output token"; it is
+    /// `not_streaming` and names the content type (cleaned of control characters).
+    #[test]
+    fn a_page_under_a_foreign_content_type_is_not_streaming_and_named() {
+        let base = Instant::now();
+        let hooks = StreamHooks::default();
+        let mut acc = Accounting::new(&hooks, base, None, Some("text/html\u{1b}[31m"));
+        acc.push(b"<html>\x1b[31mhello</html>", ms(base, 10));
+        acc.finish_framer(ms(base, 11));
+        let out = acc.close(true, false, None);
+        assert_eq!(out.facts.kind, Some(FailureKind::NotStreaming));
+        let e = out.record.error.unwrap();
+        assert!(e.contains("Content-Type text/html"), "{e}");
+        assert!(!e.contains('\u{1b}'), "{e}");
+        // SSE under text/plain is still a stream
+        let out = replay_ct(&hooks, base, "text/plain", &[(10, TOK), (20, "[DONE]")]);
+        assert_eq!((out.facts.kind, out.record.error), (None, None));
+        // an empty body under text/html is the usual "no output" case
+        let mut acc = Accounting::new(&hooks, base, None, Some("text/html"));
+        acc.finish_framer(ms(base, 11));
+        let out = acc.close(true, false, None);
+        assert_ne!(out.facts.kind, Some(FailureKind::NotStreaming));
     }
 
     /// Issue 18: each window edge with a token 1 µs and 1 ms on either side of it, and one on

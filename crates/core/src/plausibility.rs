@@ -16,6 +16,13 @@
 //!   chunks carry a few tokens each (num_speculative_tokens + 1, typically ≤ 8), far below the
 //!   bound; a server that merges many tokens' deltas into one chunk when it falls behind (vLLM
 //!   under load) sends their text with them, which the per-byte allowance covers.
+//! * **Usage the text cannot carry** (issue 17): a request whose output tokens (less the
+//!   reasoning tokens the server reported) exceed 2 tokens per byte of its text plus one per
+//!   delta chunk plus 16 ([`MAX_TOKENS_PER_TEXT_BYTE`], [`UNBACKED_TOKEN_SLACK`]; role,
+//!   finish and usage-only chunks are not delta chunks; a tool-call chunk's payload counts as
+//!   text): warning `usage_implausible` when at least half of the cell's requests do; more
+//!   than [`UNBACKED_INVALID_FACTOR`] (4) times the text and chunk allowance, plus 16: invalid
+//!   `usage_implausible`.
 //! * **Prompt truncation**: the server counted fewer than [`TRUNCATION_RATIO`] (50 %) of the
 //!   prompt tokens servebench sent (exact `/tokenize` count or calibrated estimate): invalid
 //!   `prompt_truncated`; with an uncalibrated estimate only a warning.
@@ -170,16 +177,40 @@ pub const MAX_TOKENS_PER_TEXT_BYTE: f64 = 2.0;
 /// server removes; special tokens merged into a text chunk).
 pub const UNBACKED_TOKEN_SLACK: u64 = 16;
 
+/// A request whose visible tokens exceed this many times what its stream can have carried
+/// ([`unbacked`]) makes the cell `invalid` (when at least half of its requests do): the
+/// headline would count tokens that never arrived (break-it round 6: 640 tokens claimed over
+/// ten role-only chunks read `ok` at 11,200 tok/s). Between the line and this factor it is a
+/// warning: a stop string or special tokens merged into text chunks can pass the line a little.
+pub const UNBACKED_INVALID_FACTOR: f64 = 4.0;
+
+/// Output tokens a request's stream can have carried, tokens:
+/// `MAX_TOKENS_PER_TEXT_BYTE × text bytes + delta chunks + UNBACKED_TOKEN_SLACK`. Delta
+/// chunks are token events plus text-less delta chunks that are neither the role chunk nor
+/// the finish chunk; usage-only chunks (`choices: []`) do not count.
+fn carried(r: &StreamTiming) -> f64 {
+    MAX_TOKENS_PER_TEXT_BYTE * r.text_bytes as f64 + (r.delta_chunks + UNBACKED_TOKEN_SLACK) as f64
+}
+
+/// Output tokens minus the reasoning tokens the server reported (hidden reasoning carries no
+/// text), tokens.
+fn visible_tokens(r: &StreamTiming) -> u64 {
+    r.output_tokens
+        .saturating_sub(r.reasoning_tokens.unwrap_or(0))
+}
+
 /// The request reported more output tokens than its stream can have carried:
-/// `output − reported reasoning > MAX_TOKENS_PER_TEXT_BYTE × text bytes + delta chunks +
-/// UNBACKED_TOKEN_SLACK`.
+/// `output − reported reasoning >` [`carried`].
 fn unbacked(r: &StreamTiming) -> bool {
-    let visible = r
-        .output_tokens
-        .saturating_sub(r.reasoning_tokens.unwrap_or(0));
-    visible as f64
-        > MAX_TOKENS_PER_TEXT_BYTE * r.text_bytes as f64
-            + (r.delta_chunks + UNBACKED_TOKEN_SLACK) as f64
+    visible_tokens(r) as f64 > carried(r)
+}
+
+/// The request reported more than [`UNBACKED_INVALID_FACTOR`] times what its text and chunks
+/// can have carried, plus [`UNBACKED_TOKEN_SLACK`]: `output − reported reasoning > 4 × (2 ×
+/// text bytes + delta chunks) + 16` (64 tokens over no text and one chunk are a claim).
+fn far_unbacked(r: &StreamTiming) -> bool {
+    let backed = MAX_TOKENS_PER_TEXT_BYTE * r.text_bytes as f64 + r.delta_chunks as f64;
+    visible_tokens(r) as f64 > UNBACKED_INVALID_FACTOR * backed + UNBACKED_TOKEN_SLACK as f64
 }
 
 /// Checks of a cell's request timings: `single_write` and `implausible_speed` warnings (see
@@ -210,7 +241,25 @@ pub fn check_stream_timing(requests: &[StreamTiming]) -> Vec<Finding> {
         .iter()
         .filter(|r| r.output_tokens >= SINGLE_WRITE_MIN_TOKENS && unbacked(r))
         .collect();
-    if !over.is_empty() && 2 * over.len() >= eligible {
+    let far = over.iter().filter(|r| far_unbacked(r)).count();
+    if !over.is_empty() && 2 * far >= eligible.max(1) {
+        let worst = over
+            .iter()
+            .filter(|r| far_unbacked(r))
+            .max_by_key(|r| r.output_tokens)
+            .unwrap();
+        out.push(Finding {
+            kind: FailureKind::UsageImplausible,
+            invalid: true,
+            message: format!(
+                "usage_implausible: {far} of {} requests reported far more output tokens than their streams could carry (beyond {UNBACKED_INVALID_FACTOR:.0} × (2 per byte of text + 1 per delta chunk) + {UNBACKED_TOKEN_SLACK}; up to {} tokens for {} bytes of text in {} delta chunks): the token count and the tok/s would be the server's claim, not what arrived (a server that hides reasoning must report usage.completion_tokens_details.reasoning_tokens)",
+                requests.len(),
+                worst.output_tokens,
+                worst.text_bytes,
+                worst.delta_chunks
+            ),
+        });
+    } else if !over.is_empty() && 2 * over.len() >= eligible {
         let worst = over.iter().max_by_key(|r| r.output_tokens).unwrap();
         out.push(Finding {
             kind: FailureKind::UsageImplausible,
@@ -911,12 +960,62 @@ mod stream_timing_tests {
             "{}",
             f[0].message
         );
+        // up to 4 × (2 × 97 + 97) + 16 = 1180 is a warning; beyond it the cell is invalid
+        let warned = StreamTiming {
+            output_tokens: 1180,
+            ..at_line
+        };
+        assert!(!check_stream_timing(&[warned])[0].invalid);
+        let just_over = StreamTiming {
+            output_tokens: 1181,
+            ..at_line
+        };
+        assert!(check_stream_timing(&[just_over])[0].invalid);
+        let f = check_stream_timing(&[warned, warned]);
+        assert_eq!((f.len(), f[0].invalid), (1, false), "{f:?}");
         // the inflating server: ~60 tokens per one-byte chunk
         let inflate = StreamTiming {
             output_tokens: 5_800,
             ..at_line
         };
-        assert_eq!(check_stream_timing(&[inflate, inflate]).len(), 1);
+        let f = check_stream_timing(&[inflate, inflate]);
+        assert_eq!(
+            (f.len(), f[0].kind, f[0].invalid),
+            (1, FailureKind::UsageImplausible, true),
+            "{f:?}"
+        );
+        assert!(
+            f[0].message
+                .contains("up to 5800 tokens for 97 bytes of text in 97 delta chunks"),
+            "{}",
+            f[0].message
+        );
+        // half of the cell's requests far beyond the line is enough; one in three is a warning
+        assert!(check_stream_timing(&[inflate, plain()])[0].invalid);
+        let f = check_stream_timing(&[inflate, warned, plain()]);
+        assert_eq!((f.len(), f[0].invalid), (1, false), "{f:?}");
+        // break-it round 6: 640 tokens over ten role-only chunks, no text (no delta chunk counts)
+        let roles = StreamTiming {
+            output_tokens: 640,
+            ..StreamTiming::default()
+        };
+        assert!(check_stream_timing(&[roles, roles])[0].invalid);
+        // 64 tokens over no text and one chunk (the usage growth): 64 > 4 × 1 + 16
+        let small = StreamTiming {
+            output_tokens: 64,
+            delta_chunks: 1,
+            ..StreamTiming::default()
+        };
+        assert!(check_stream_timing(&[small, small])[0].invalid);
+        // a stop string's tokens removed from a short answer stay a warning at most
+        let stop = StreamTiming {
+            output_tokens: 40,
+            text_bytes: 6,
+            delta_chunks: 6,
+            ..StreamTiming::default()
+        };
+        let f = check_stream_timing(&[stop]);
+        assert!(f.iter().all(|f| !f.invalid), "{f:?}");
         // hidden reasoning the server reported explains tokens without text
         let reasoning = StreamTiming {
             reasoning_tokens: Some(5_600),

@@ -422,85 +422,123 @@ pub fn apply_window(cell: &mut CellResult, server: &WindowEvidence<'_>, client: 
         end,
         samples,
     } = *server;
+    if let (Some(a), Some(b)) = (start, end) {
+        apply_counters(cell, engine, (a, b), &client);
+    }
+    apply_gauges(cell, samples);
+    judge_occupancy(cell, client.concurrency, client.occupancy);
+}
+
+/// The counter deltas between the window's edge scrapes `a` and `b`: generated tokens (and
+/// their check against the client's count), speculative-decoding acceptance, prefix-cache hit
+/// rate, preemptions and counter resets, with the warnings they call for.
+fn apply_counters(
+    cell: &mut CellResult,
+    engine: Engine,
+    (a, b): (&TimedScrape, &TimedScrape),
+    client: &ClientWindow,
+) {
     let ClientWindow {
         concurrency: c,
         tokens: client_tokens,
         seconds: window_s,
-        occupancy,
-    } = client;
-    if let (Some(a), Some(b)) = (start, end) {
-        let mut w = window_stats(&a.scrape, &b.scrape, engine);
-        if engine == Engine::LlamaCpp {
-            // llama-server adds to `tokens_predicted_total` only when a request leaves its slot,
-            // so a window delta counts whole finished requests, not the tokens generated inside
-            // the window: unusable for a window (null, not a wrong number).
-            w.generation_tokens = None;
-        }
-        // Each scrape read the counters somewhere between its request and its answer: the
-        // interval between the two readings is best estimated from the midpoints and lies
-        // between `dt_min` and `dt_max` (arrival times alone overstate a slow first answer).
-        let secs = |x: Instant, y: Instant| y.saturating_duration_since(x).as_secs_f64();
-        let dt = (secs(a.sent, b.sent) + secs(a.at, b.at)) / 2.0;
-        let dt_min = secs(a.at, b.sent);
-        let dt_max = secs(a.sent, b.at);
-        cell.server_window_seconds = (dt > 0.0).then_some(dt);
-        if dt > 0.0 && (dt - window_s).abs() > (0.1 * window_s).max(0.5) {
+        ..
+    } = *client;
+    let mut w = window_stats(&a.scrape, &b.scrape, engine);
+    if engine == Engine::LlamaCpp {
+        // llama-server adds to `tokens_predicted_total` only when a request leaves its slot,
+        // so a window delta counts whole finished requests, not the tokens generated inside
+        // the window: unusable for a window (null, not a wrong number).
+        w.generation_tokens = None;
+    }
+    // Each scrape read the counters somewhere between its request and its answer: the
+    // interval between the two readings is best estimated from the midpoints and lies
+    // between `dt_min` and `dt_max` (arrival times alone overstate a slow first answer).
+    let secs = |x: Instant, y: Instant| y.saturating_duration_since(x).as_secs_f64();
+    let dt = (secs(a.sent, b.sent) + secs(a.at, b.at)) / 2.0;
+    let dt_min = secs(a.at, b.sent);
+    let dt_max = secs(a.sent, b.at);
+    cell.server_window_seconds = (dt > 0.0).then_some(dt);
+    if dt > 0.0 && (dt - window_s).abs() > (0.1 * window_s).max(0.5) {
+        cell.warnings.push(format!(
+            "the server's counters were read {dt:.2} s apart for a {window_s:.2} s window (edge scrapes sent or answered late: \
+             client starved of CPU or a slow /metrics): server_output_tokens covers those {dt:.2} s"
+        ));
+    }
+    // A counter that did not move while the client received more than 2·C tokens (issue
+    // 17: a stuck `generation_tokens_total`) measures nothing: null, not "generated 0".
+    let stuck = w.generation_tokens.is_some_and(|g| g <= 0.0)
+        && !w.any_reset
+        && client_tokens as f64 > 2.0 * c as f64;
+    if stuck {
+        cell.warnings.push(format!(
+            "the server's generated-token counter did not move during the window while the client counted {client_tokens} tokens: a stuck counter (or one that counts only finished requests); server_output_tokens is left empty"
+        ));
+    }
+    if let Some(g) = w.generation_tokens.filter(|_| !stuck) {
+        record_generated(cell, g, w.any_reset, (dt, dt_min, dt_max), client);
+    }
+    cell.server_spec_accept_rate = w.spec_accept_rate;
+    cell.server_spec_accept_length = w.spec_accept_length;
+    cell.server_prefix_cache_hit_rate = w.prefix_cache_hit_rate;
+    cell.server_preemptions = w.preemptions.map(|p| p.round().max(0.0) as u64);
+    cell.server_counter_reset = Some(w.any_reset);
+    if w.any_reset {
+        cell.warnings.push("a server counter went down during the window (server restart?): server-side deltas are partial".into());
+    }
+    if let Some(p) = w.preemptions.filter(|&p| p > 0.0) {
+        cell.warnings.push(format!(
+            "the server preempted {p:.0} requests during the window (KV cache full)"
+        ));
+    }
+}
+
+/// Records the server's generated tokens `g` over the scrapes `dt` s apart (reading instants
+/// between `dt_min` and `dt_max`, s) and warns when the client's count of its window differs
+/// by more than max(5 %, 2·C tokens) from every scaling those instants allow.
+fn record_generated(
+    cell: &mut CellResult,
+    g: f64,
+    any_reset: bool,
+    (dt, dt_min, dt_max): (f64, f64, f64),
+    client: &ClientWindow,
+) {
+    let ClientWindow {
+        concurrency: c,
+        tokens: client_tokens,
+        seconds: window_s,
+        ..
+    } = *client;
+    cell.server_output_tokens = Some(g.round().max(0.0) as u64);
+    if dt > 0.0 {
+        cell.server_gen_throughput = Some(g / dt);
+    }
+    if dt > 0.0 && g > 0.0 && !any_reset {
+        let scaled = g * window_s / dt;
+        // Only a difference that no reading time inside the scrapes explains.
+        let lo = g * window_s / dt_max;
+        let hi = if dt_min > 0.0 {
+            g * window_s / dt_min
+        } else {
+            f64::INFINITY
+        };
+        let client = client_tokens as f64;
+        let diff = (client - scaled).abs();
+        let unexplained = (lo - client).max(client - hi).max(0.0);
+        let tol = (0.05 * scaled).max(2.0 * c as f64);
+        if unexplained > tol {
             cell.warnings.push(format!(
-                "the server's counters were read {dt:.2} s apart for a {window_s:.2} s window (edge scrapes sent or answered late: \
-                 client starved of CPU or a slow /metrics): server_output_tokens covers those {dt:.2} s"
-            ));
-        }
-        // A counter that did not move while the client received more than 2·C tokens (issue
-        // 17: a stuck `generation_tokens_total`) measures nothing: null, not "generated 0".
-        let stuck = w.generation_tokens.is_some_and(|g| g <= 0.0)
-            && !w.any_reset
-            && client_tokens as f64 > 2.0 * c as f64;
-        if stuck {
-            cell.warnings.push(format!(
-                "the server's generated-token counter did not move during the window while the client counted {client_tokens} tokens: a stuck counter (or one that counts only finished requests); server_output_tokens is left empty"
-            ));
-        }
-        if let Some(g) = w.generation_tokens.filter(|_| !stuck) {
-            cell.server_output_tokens = Some(g.round().max(0.0) as u64);
-            if dt > 0.0 {
-                cell.server_gen_throughput = Some(g / dt);
-            }
-            if dt > 0.0 && g > 0.0 && !w.any_reset {
-                let scaled = g * window_s / dt;
-                // Only a difference that no reading time inside the scrapes explains.
-                let lo = g * window_s / dt_max;
-                let hi = if dt_min > 0.0 {
-                    g * window_s / dt_min
-                } else {
-                    f64::INFINITY
-                };
-                let client = client_tokens as f64;
-                let diff = (client - scaled).abs();
-                let unexplained = (lo - client).max(client - hi).max(0.0);
-                let tol = (0.05 * scaled).max(2.0 * c as f64);
-                if unexplained > tol {
-                    cell.warnings.push(format!(
-                        "client counted {client_tokens} tokens in the window but the server generated {scaled:.0} \
-                         (Prometheus, scaled to the window): {:.1}% apart",
-                        100.0 * diff / scaled
-                    ));
-                }
-            }
-        }
-        cell.server_spec_accept_rate = w.spec_accept_rate;
-        cell.server_spec_accept_length = w.spec_accept_length;
-        cell.server_prefix_cache_hit_rate = w.prefix_cache_hit_rate;
-        cell.server_preemptions = w.preemptions.map(|p| p.round().max(0.0) as u64);
-        cell.server_counter_reset = Some(w.any_reset);
-        if w.any_reset {
-            cell.warnings.push("a server counter went down during the window (server restart?): server-side deltas are partial".into());
-        }
-        if let Some(p) = w.preemptions.filter(|&p| p > 0.0) {
-            cell.warnings.push(format!(
-                "the server preempted {p:.0} requests during the window (KV cache full)"
+                "client counted {client_tokens} tokens in the window but the server generated {scaled:.0} \
+                 (Prometheus, scaled to the window): {:.1}% apart",
+                100.0 * diff / scaled
             ));
         }
     }
+}
+
+/// The scheduler gauges of the window's samples: running and waiting requests, KV-cache use
+/// and (without draft counters) speculative acceptance from gauges.
+fn apply_gauges(cell: &mut CellResult, samples: &[ServerSample]) {
     let running = gauge(
         samples,
         "running requests",
@@ -549,6 +587,11 @@ pub fn apply_window(cell: &mut CellResult, server: &WindowEvidence<'_>, client: 
     cell.server_kv_usage_avg = mean(&kv);
     cell.server_kv_usage_max = max(&kv);
     cell.server_utilization = cell.server_kv_usage_avg;
+}
+
+/// `underfilled` and `capacity_limited` from the gauges [`apply_gauges`] recorded, for a window
+/// that held `c` requests and is judged by `occupancy`.
+fn judge_occupancy(cell: &mut CellResult, c: u64, occupancy: Occupancy) {
     let cf = c as f64;
     let has_sched = cell.max_running_reqs.is_some_and(|m| m > 0.0)
         || cell.max_queue_reqs.is_some_and(|m| m > 0.0);

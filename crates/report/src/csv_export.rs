@@ -573,9 +573,25 @@ pub fn render_csv(r: &Results) -> anyhow::Result<String> {
     let mut w = csv::Writer::from_writer(Vec::new());
     w.write_record(cols.iter().map(|(n, _, _)| *n))?;
     for row in &rows {
-        w.write_record(cols.iter().map(|(_, _, f)| f(row)))?;
+        w.write_record(cols.iter().map(|(_, _, f)| defuse(f(row))))?;
     }
     Ok(String::from_utf8(w.into_inner()?)?)
+}
+
+/// A field that a spreadsheet would run as a formula (text from a server or a results file
+/// that starts with `=`, `+`, `@`, a tab or a carriage return, or `-` without being a number)
+/// gets a leading `'` (OWASP's CSV-injection advice); numbers and every other field are kept.
+fn defuse(field: String) -> String {
+    let risky = match field.chars().next() {
+        Some('=' | '+' | '@' | '\t' | '\r') => true,
+        Some('-') => field.parse::<f64>().is_err(),
+        _ => false,
+    };
+    if risky {
+        format!("'{field}")
+    } else {
+        field
+    }
 }
 
 /// CSV exporter.
@@ -584,5 +600,40 @@ pub struct CsvExporter;
 impl Exporter for CsvExporter {
     fn serialize(&self, results: &Results, _opts: &ReportOptions) -> anyhow::Result<Vec<u8>> {
         Ok(render_csv(results)?.into_bytes())
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use servebench_results::CellStatus;
+
+    /// Break-it round 6: a server's error text `=HYPERLINK(…)` reached the CSV as a formula.
+    #[test]
+    fn text_that_a_spreadsheet_would_run_is_defused() {
+        assert_eq!(defuse("=1+1".into()), "'=1+1");
+        assert_eq!(defuse("+SUM(A1)".into()), "'+SUM(A1)");
+        assert_eq!(defuse("@cmd".into()), "'@cmd");
+        assert_eq!(defuse("\tx".into()), "'\tx");
+        assert_eq!(defuse("-2+3".into()), "'-2+3");
+        for kept in ["-1.5", "-3e-7", "12", "", "error: 500", "ok"] {
+            assert_eq!(defuse(kept.into()), kept);
+        }
+        let r = Results {
+            results: vec![CellResult {
+                context_tokens: 1024,
+                concurrency: 1,
+                status: CellStatus::Error,
+                status_reason: r#"=HYPERLINK("http://x","y")"#.into(),
+                ..CellResult::default()
+            }],
+            ..Results::default()
+        };
+        let csv = render_csv(&r).unwrap();
+        assert!(
+            csv.contains(r#""'=HYPERLINK(""http://x"",""y"")""#),
+            "{csv}"
+        );
+        assert!(!csv.contains(",=HYPERLINK"), "{csv}");
     }
 }

@@ -443,13 +443,10 @@ fn prefill_mark(row: &PrefillRow) -> String {
     match row.status {
         None | Some(CellStatus::Ok) => String::new(),
         Some(s) => {
-            let why = row.status_reason.as_deref().unwrap_or("");
-            let why = export::one_line(why);
-            if why.is_empty() {
-                format!("  {}", s.as_str().to_uppercase())
-            } else {
-                format!("  {}: {why}", s.as_str().to_uppercase())
-            }
+            // `invalid: <reason>` on one line, with the status in capitals
+            let text = cells::prefill_status_text(row);
+            let rest = text.strip_prefix(s.as_str()).unwrap_or(&text);
+            format!("  {}{rest}", s.as_str().to_uppercase())
         }
     }
 }
@@ -703,11 +700,7 @@ fn steady_section(r: &Results, out: &mut String) {
     let mut lines: Vec<String> = Vec::new();
     for c in r.results.iter().chain(r.burst_results.iter()) {
         if let Some(s) = &c.steady_state {
-            let layer = if c.benchmark_mode == BenchmarkMode::BurstE2e {
-                "[burst] "
-            } else {
-                ""
-            };
+            let layer = burst_tag(c);
             let label = format!(
                 "{layer}C={} ctx={}",
                 c.concurrency,

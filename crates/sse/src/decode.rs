@@ -167,6 +167,11 @@ pub struct Chunk<'a> {
     /// The payload carried a choice (`choices[0]`, or a TGI `token` object): an in-progress or
     /// finishing delta, as opposed to a usage-only chunk (`choices: []` or no `choices`).
     pub has_choice: bool,
+    /// `choices[0].delta` carried a non-null `role` (the message's opening chunk; vLLM sends
+    /// it with `"content": ""` before the first token).
+    pub role: bool,
+    /// `choices[0].delta.tool_calls` was non-empty (its argument text is not in `content`).
+    pub tool_call: bool,
 }
 
 impl Chunk<'_> {
@@ -185,6 +190,8 @@ impl Chunk<'_> {
             finish_reason: own(self.finish_reason),
             timings: self.timings,
             has_choice: self.has_choice,
+            role: self.role,
+            tool_call: self.tool_call,
         }
     }
 }
@@ -697,12 +704,19 @@ pub(crate) struct Delta<'a> {
     pub(crate) reasoning_content: Option<Cow<'a, str>>,
     pub(crate) reasoning: Option<Cow<'a, str>>,
     pub(crate) tool_calls: bool,
+    pub(crate) role: bool,
 }
 
 impl<'de> Deserialize<'de> for Delta<'de> {
     fn deserialize<D: Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
         struct V;
-        const KEYS: &[&str] = &["content", "reasoning_content", "reasoning", "tool_calls"];
+        const KEYS: &[&str] = &[
+            "content",
+            "reasoning_content",
+            "reasoning",
+            "tool_calls",
+            "role",
+        ];
         impl<'de> Visitor<'de> for V {
             type Value = Delta<'de>;
             fn expecting(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
@@ -719,6 +733,7 @@ impl<'de> Deserialize<'de> for Delta<'de> {
                             out.tool_calls =
                                 m.next_value::<Option<NonEmptySeq>>()?.is_some_and(|n| n.0)
                         }
+                        4 => out.role = m.next_value::<Option<IgnoredAny>>()?.is_some(),
                         _ => {
                             m.next_value::<IgnoredAny>()?;
                         }
@@ -1014,6 +1029,8 @@ impl<'a> Top<'a> {
             finish_reason,
             timings: rare.timings,
             has_choice,
+            role: delta.role,
+            tool_call: delta.tool_calls,
         })
     }
 }
@@ -1056,11 +1073,15 @@ mod tests {
         let c = chunk(decode(
             r#"{"choices":[{"delta":{"role":"assistant","content":"safe"}}]}"#,
         ));
-        assert!(c.token_event && !c.reasoning_only);
+        assert!(c.token_event && !c.reasoning_only && c.role && !c.tool_call);
         let c = chunk(decode(
             r#"{"choices":[{"delta":{"tool_calls":[{"index":0,"function":{"arguments":"{"}}]}}]}"#,
         ));
-        assert!(c.token_event && !c.reasoning_only);
+        assert!(c.token_event && !c.reasoning_only && c.tool_call && !c.role);
+        let c = chunk(decode(
+            r#"{"choices":[{"delta":{"role":null,"content":""}}]}"#,
+        ));
+        assert!(!c.role && c.has_choice);
     }
 
     #[test]

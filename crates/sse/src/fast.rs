@@ -494,6 +494,15 @@ impl<'a> Reader<'a> {
                         _ => return None,
                     }
                 }
+                "role" => {
+                    d.role = match p.peek()? {
+                        b'n' => p.lit(b"null").map(|_| false)?,
+                        _ => {
+                            p.skip_value(5)?;
+                            true
+                        }
+                    }
+                }
                 _ => p.skip_value(5)?,
             }
             Some(())
@@ -675,6 +684,9 @@ mod tests {
             r#"{"choices":[{"delta":{"tool_calls":[{"function":{"arguments":"{\"a\": [1, 2.5, -3e+2, true, false, null]}"}}]}}]}"#,
             r#" { "id" : "x" , "choices" : [ { "delta" : { "content" : "y" } } , { "delta" : null } ] } "#,
             r#"{"choices":[],"usage":{"prompt_tokens":0,"completion_tokens":9999999999999999999}}"#,
+            r#"{"choices":[{"delta":{"role":"assistant","content":""}}]}"#,
+            r#"{"choices":[{"delta":{"role":null,"content":""}}]}"#,
+            r#"{"choices":[{"delta":{"role":{"x":[1]}}}]}"#,
         ] {
             let f = fast(s).unwrap_or_else(|| panic!("fast path gave up on {s}"));
             assert_eq!(f, decode_serde(s), "{s}");

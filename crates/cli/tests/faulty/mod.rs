@@ -71,6 +71,9 @@ pub enum Fault {
     /// 40 one-byte chunks whose continuous usage grows by 60 per chunk (2,400 tokens claimed for
     /// 40 bytes of text).
     InflatedUsage,
+    /// Ten role-only chunks, a finish chunk and a usage-only chunk that says max_tokens: no
+    /// text at all (break-it round 6, `fewrole`: `ok` at 11,200 tok/s).
+    RoleChunksThenUsage,
     /// Token chunks with continuous usage 1, 2, …, max_tokens / 8, then a finish chunk whose
     /// usage says max_tokens: tokens no chunk carried (break-it round 3, `usage_jump_final`).
     UsageJumpAtEnd,
@@ -515,6 +518,27 @@ fn serve(mut s: TcpStream, cfg: &Config, count: &AtomicUsize) -> std::io::Result
             }
             finish(&mut s, prompt, 2400)?;
         }
+        Fault::RoleChunksThenUsage => {
+            sse_head(&mut s)?;
+            for _ in 0..10 {
+                event(
+                    &mut s,
+                    r#"{"id":"x","object":"chat.completion.chunk","choices":[{"index":0,"delta":{"role":"assistant"},"finish_reason":null}]}"#,
+                )?;
+                std::thread::sleep(Duration::from_millis(5));
+            }
+            event(
+                &mut s,
+                r#"{"id":"x","object":"chat.completion.chunk","choices":[{"index":0,"delta":{},"finish_reason":"length"}]}"#,
+            )?;
+            event(
+                &mut s,
+                &format!(
+                    r#"{{"id":"x","object":"chat.completion.chunk","choices":[],"usage":{{"prompt_tokens":{prompt},"completion_tokens":{max_tokens}}}}}"#
+                ),
+            )?;
+            event(&mut s, "[DONE]")?;
+        }
         Fault::EchoKeyInAnswer => {
             sse_head(&mut s)?;
             let key = req.auth.trim_start_matches("Bearer ").to_string();
@@ -525,14 +549,13 @@ fn serve(mut s: TcpStream, cfg: &Config, count: &AtomicUsize) -> std::io::Result
                     .chunks(3)
                     .map(|c| c.iter().collect::<String>()),
             );
-            for (k, piece) in pieces.iter().enumerate() {
+            for piece in &pieces {
                 event(
                     &mut s,
                     &serde_json::json!({"id": "x", "object": "chat.completion.chunk",
                         "choices": [{"index": 0, "delta": {"content": piece}, "finish_reason": null}]})
                     .to_string(),
                 )?;
-                let _ = k;
                 std::thread::sleep(Duration::from_millis(2));
             }
             finish(&mut s, prompt, pieces.len() as u64)?;
