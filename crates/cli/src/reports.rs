@@ -9,6 +9,7 @@ use std::process::ExitCode;
 use anyhow::Context as _;
 use clap::{Args, ValueEnum};
 use servebench_report::compare::{self, CompareOptions};
+use servebench_report::compare_metrics;
 use servebench_report::export::{ExportFormat, ExportManager};
 use servebench_report::{cells, ReportOptions};
 use servebench_results::Results;
@@ -93,9 +94,12 @@ pub struct CompareArgs {
     /// Exit with code 4 when any cell's aggregate tok/s is SLOWER than the baseline's with its
     /// whole 95 % interval (widened by --noise-pct for run-to-run noise) at or below -PCT percent,
     /// or when a cell the baseline measured was not measured by the other run (invalid, error,
-    /// skipped or absent) (for CI regression gates).
-    #[arg(long, value_name = "PCT", allow_negative_numbers = true)]
-    pub fail_if_slower: Option<f64>,
+    /// skipped or absent) (for CI regression gates). Per metric: METRIC=PCT[,METRIC=PCT…] with
+    /// METRIC one of tps, per_user, ttft, ttst, itl, itl_gap_p99, e2e, prefill, prefill_ttft
+    /// (itl_gap_p99 and the prefill metrics have no interval: their point change must pass PCT
+    /// plus --noise-pct).
+    #[arg(long, value_name = "[METRIC=]PCT", allow_negative_numbers = true)]
+    pub fail_if_slower: Option<String>,
     /// Smallest difference in percent that is marked faster/slower, even when its 95 % interval
     /// excludes 0 (run-to-run noise that the interval cannot see).
     #[arg(
@@ -230,11 +234,13 @@ pub fn cmd_report(a: ReportArgs) -> anyhow::Result<ExitCode> {
 
 /// `servebench compare A B [C …]`.
 pub fn cmd_compare(a: CompareArgs) -> anyhow::Result<ExitCode> {
-    if let Some(p) = a.fail_if_slower {
-        if !(p.is_finite() && p >= 0.0) {
-            usage_bail!("--fail-if-slower must be a percentage ≥ 0 (got {p})");
-        }
-    }
+    let gate = match &a.fail_if_slower {
+        Some(g) => Some(
+            compare_metrics::Gate::parse(g)
+                .map_err(|e| usage(anyhow::anyhow!("--fail-if-slower: {e}")))?,
+        ),
+        None => None,
+    };
     if !(a.noise_pct.is_finite() && a.noise_pct >= 0.0) {
         usage_bail!("--noise-pct must be a percentage ≥ 0 (got {})", a.noise_pct);
     }
@@ -272,22 +278,42 @@ pub fn cmd_compare(a: CompareArgs) -> anyhow::Result<ExitCode> {
             eprintln!("warning: {} and {} may not be comparable: {w}", c.a, c.b);
         }
     }
-    if let Some(pct) = a.fail_if_slower {
-        let slower: Vec<String> = cmps
-            .iter()
-            .flat_map(|c| {
-                c.slower_than(pct).into_iter().map(move |d| {
-                    format!(
-                        "{} {} C={} ctx={} {:+.1}%",
-                        c.b,
-                        d.layer,
-                        d.concurrency,
-                        servebench_results::format_context(d.context),
-                        d.tps.pct.unwrap_or(0.0)
-                    )
+    if let Some(gate) = gate {
+        let mut slower: Vec<String> = Vec::new();
+        for (metric, pct) in &gate.limits {
+            let found: Vec<String> = cmps
+                .iter()
+                .flat_map(|c| {
+                    let rows = if *metric == compare_metrics::CompareMetric::Tps {
+                        // the headline keeps its original rule (interval-backed SLOWER only)
+                        c.slower_than(*pct)
+                            .into_iter()
+                            .map(|d| (d, d.tps.pct.unwrap_or(0.0)))
+                            .collect()
+                    } else {
+                        c.worse_than(*metric, *pct, opts.noise_pct)
+                    };
+                    rows.into_iter().map(move |(d, change)| {
+                        format!(
+                            "{} {} C={} ctx={} {change:+.1}%",
+                            c.b,
+                            d.layer,
+                            d.concurrency,
+                            servebench_results::format_context(d.context),
+                        )
+                    })
                 })
-            })
-            .collect();
+                .collect();
+            if !found.is_empty() {
+                slower.push(format!(
+                    "{} worse by at least {}% beyond the noise in {} cell(s): {}",
+                    metric.label(),
+                    cells::fmt_num(*pct),
+                    found.len(),
+                    found.join("; ")
+                ));
+            }
+        }
         let lost: Vec<String> = cmps
             .iter()
             .flat_map(|c| {
@@ -311,13 +337,8 @@ pub fn cmd_compare(a: CompareArgs) -> anyhow::Result<ExitCode> {
                 lost.join("; ")
             );
         }
-        if !slower.is_empty() {
-            eprintln!(
-                "servebench compare: {} cell(s) slower than the baseline by at least {}% beyond the noise: {}",
-                slower.len(),
-                cells::fmt_num(pct),
-                slower.join("; ")
-            );
+        for line in &slower {
+            eprintln!("servebench compare: {line}");
         }
         if !slower.is_empty() || !lost.is_empty() {
             return Ok(ExitCode::from(EXIT_SLOWER));

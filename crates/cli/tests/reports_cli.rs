@@ -8,7 +8,8 @@
 use std::path::{Path, PathBuf};
 use std::process::Command;
 
-use servebench_report::compare::{compare, CompareOptions, Verdict};
+use servebench_report::compare::{compare, CompareOptions, IntervalMethod, Verdict};
+use servebench_report::compare_metrics::CompareMetric;
 use servebench_results::Results;
 use servebench_sim::{Sim, SimConfig};
 
@@ -316,6 +317,27 @@ fn exports_rotation_and_compare_against_the_simulator() {
     );
     assert_eq!(gate.code, 0, "{}\n{}", gate.stdout, gate.stderr);
     assert!(gate.stdout.contains("request bootstrap"), "{}", gate.stdout);
+    // issue 19: every headline metric is compared, and each can gate
+    let gate = run_in(
+        d,
+        &[
+            "compare",
+            "results.1.json",
+            "results.json",
+            "--fail-if-slower",
+            "tps=5,per_user=5,itl=5,e2e=5,itl_gap_p99=50",
+        ],
+    );
+    assert_eq!(gate.code, 0, "{}\n{}", gate.stdout, gate.stderr);
+    for m in [
+        "Every metric",
+        "per-user tok/s p50",
+        "TTST p50",
+        "ITL per-gap p99",
+        "E2E latency p50",
+    ] {
+        assert!(gate.stdout.contains(m), "{m}: {}", gate.stdout);
+    }
 
     // A simulator with a 20 % slower decode step: a regression whose interval excludes 0.
     let slow = sim(24.0);
@@ -336,6 +358,42 @@ fn exports_rotation_and_compare_against_the_simulator() {
         "Δ {pct}% for a 20 % slower decode step"
     );
     assert_eq!(cell.itl_p50.verdict, Verdict::Slower, "{cell:?}");
+    for m in [CompareMetric::PerUser, CompareMetric::E2e] {
+        let d = cell.metric(m).unwrap();
+        assert_eq!(d.verdict, Verdict::Slower, "{m:?}: {d:?}");
+        assert_eq!(d.method, IntervalMethod::RequestBootstrap, "{m:?}: {d:?}");
+    }
+    let gap = cell.metric(CompareMetric::ItlGapP99).unwrap();
+    assert!(gap.pct.is_some_and(|p| p > 5.0), "{gap:?}");
+    // the per-metric gate: per-token ITL 20 % slower fails `itl=10`, not `itl=40`
+    let gate = run_in(
+        d,
+        &[
+            "compare",
+            "results.1.json",
+            "slow.json",
+            "--fail-if-slower",
+            "itl=10",
+        ],
+    );
+    assert_eq!(gate.code, 4, "{}\n{}", gate.stdout, gate.stderr);
+    assert!(
+        gate.stderr
+            .contains("ITL p50 (per token) worse by at least 10% beyond the noise in 1 cell(s)"),
+        "{}",
+        gate.stderr
+    );
+    let gate = run_in(
+        d,
+        &[
+            "compare",
+            "results.1.json",
+            "slow.json",
+            "--fail-if-slower",
+            "itl=40",
+        ],
+    );
+    assert_eq!(gate.code, 0, "{}", gate.stderr);
 
     let gate = run_in(
         d,
@@ -435,6 +493,15 @@ fn compare_warns_when_runs_are_not_comparable() {
     }
     let one = run_in(d, &["compare", &old]);
     assert_eq!(one.code, 2, "{}", one.stderr);
-    let bad = run_in(d, &["compare", &old, &old, "--fail-if-slower", "-3"]);
-    assert_eq!(bad.code, 2, "{}", bad.stderr);
+    for wrong in ["-3", "ttft=-1", "speed=5", "ttft=5,ttft=6"] {
+        let bad = run_in(d, &["compare", &old, &old, "--fail-if-slower", wrong]);
+        assert_eq!(bad.code, 2, "{wrong}: {}", bad.stderr);
+        assert_eq!(
+            bad.stderr.trim().lines().count(),
+            1,
+            "{wrong}: {}",
+            bad.stderr
+        );
+        assert!(bad.stderr.contains("--fail-if-slower"), "{}", bad.stderr);
+    }
 }

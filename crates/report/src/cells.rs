@@ -16,6 +16,8 @@ pub enum Metric {
     Latency,
     /// Output tok/s per user (1 / ITL), tok/s.
     TpsPerUser,
+    /// TTST (time to second token), s.
+    Ttst,
 }
 
 impl Metric {
@@ -38,6 +40,11 @@ impl Metric {
                 c.output_tps_per_user_p90,
                 c.output_tps_per_user_p99,
             ],
+            Metric::Ttst => [
+                c.time_to_second_token_p50,
+                c.time_to_second_token_p90,
+                c.time_to_second_token_p99,
+            ],
         }
     }
 
@@ -53,6 +60,7 @@ impl Metric {
                 Metric::Itl => s.inter_token_latency_avg,
                 Metric::Latency => s.latency.filter(|_| s.completed),
                 Metric::TpsPerUser => s.output_tps_per_user,
+                Metric::Ttst => s.time_to_second_token,
             })
             .filter(|v| v.is_finite())
             .collect()

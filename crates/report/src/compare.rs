@@ -2,7 +2,9 @@
 //!
 //! Cells are joined on (layer, C, context). Per joined cell the report gives the difference of
 //! aggregate decode tok/s, TTFT p50 and ITL p50 as B − A and as a percentage of A, each with a 95 %
-//! confidence interval of the percentage, and marks the differences beyond the noise.
+//! confidence interval of the percentage, and marks the differences beyond the noise; the
+//! "every metric" table adds per-user tok/s, TTST, per-gap ITL p99 and E2E latency
+//! ([`crate::compare_metrics`]).
 //!
 //! **How the interval is computed** (the results file keeps one number per cell for aggregate
 //! tok/s, but every request of the cell as a sample; it has no per-second token counts):
@@ -40,6 +42,7 @@ use std::fmt::Write as _;
 use servebench_results::{format_context, CellResult, CellStatus, Results};
 
 use crate::cells::{by_context, layers, prefill_ok, Metric};
+use crate::compare_metrics::CompareMetric;
 use crate::html::{esc, head, plots};
 use crate::plot::{Chart, Series, XScale};
 use crate::{fmt_ms, fmt_tps};
@@ -190,6 +193,10 @@ pub struct CellDiff {
     pub ttft_p50: Diff,
     /// Per-token ITL p50, s.
     pub itl_p50: Diff,
+    /// Every metric judged for this row, the three above included, in
+    /// [`CompareMetric::ALL`] order (decode cells: tps to e2e; prefill rows: prefill and
+    /// prefill_ttft).
+    pub metrics: Vec<(CompareMetric, Diff)>,
 }
 
 /// A against one B.
@@ -577,6 +584,9 @@ fn visible(c: Option<&CellResult>, show: bool) -> Option<&CellResult> {
 /// Compares `b` against the baseline `a`.
 pub fn compare(a: (&str, &Results), b: (&str, &Results), opts: &CompareOptions) -> Comparison {
     let mut rng = Rng(opts.seed);
+    // the extra metrics draw from their own stream, so adding them left the headline's
+    // intervals as they were
+    let mut extra_rng = Rng(opts.seed ^ 0x006d_6574_7269_6373);
     let mut cells = Vec::new();
     let la = layers(a.1);
     let lb = layers(b.1);
@@ -594,14 +604,37 @@ pub fn compare(a: (&str, &Results), b: (&str, &Results), opts: &CompareOptions) 
         // Cells that are capacity-limited show no headline; do not compare hidden values.
         let show = a.1.metadata.show_capacity_limited_values;
         let (va, vb) = (visible(ca, show), visible(cb, show));
+        let tps = diff_metric(va, vb, None, Better::Higher, opts, &mut rng);
+        let ttft_p50 = diff_metric(va, vb, Some(Metric::Ttft), Better::Lower, opts, &mut rng);
+        let itl_p50 = diff_metric(va, vb, Some(Metric::Itl), Better::Lower, opts, &mut rng);
+        let mut extra =
+            |m: Metric, better: Better| diff_metric(va, vb, Some(m), better, opts, &mut extra_rng);
+        let per_user = extra(Metric::TpsPerUser, Better::Higher);
+        let ttst = extra(Metric::Ttst, Better::Lower);
+        let e2e = extra(Metric::Latency, Better::Lower);
+        let gap_p99 =
+            |c: Option<&CellResult>| ok(c).and_then(|c| c.itl_gaps.as_ref().map(|g| g.p99));
+        let metrics = vec![
+            (CompareMetric::Tps, tps.clone()),
+            (CompareMetric::PerUser, per_user),
+            (CompareMetric::Ttft, ttft_p50.clone()),
+            (CompareMetric::Ttst, ttst),
+            (CompareMetric::Itl, itl_p50.clone()),
+            (
+                CompareMetric::ItlGapP99,
+                one_value(gap_p99(va), gap_p99(vb)),
+            ),
+            (CompareMetric::E2e, e2e),
+        ];
         cells.push(CellDiff {
             layer: id.to_string(),
             concurrency: c,
             context: x,
             status: (status_of(ca, show), status_of(cb, show)),
-            tps: diff_metric(va, vb, None, Better::Higher, opts, &mut rng),
-            ttft_p50: diff_metric(va, vb, Some(Metric::Ttft), Better::Lower, opts, &mut rng),
-            itl_p50: diff_metric(va, vb, Some(Metric::Itl), Better::Lower, opts, &mut rng),
+            tps,
+            ttft_p50,
+            itl_p50,
+            metrics,
         });
     }
     // Prefill rows: one sample each, no interval.
@@ -629,32 +662,23 @@ pub fn compare(a: (&str, &Results), b: (&str, &Results), opts: &CompareOptions) 
                 .filter(|r| prefill_ok(r))
                 .and_then(|r| r.ttft_seconds)
         };
-        let mk = |x: Option<f64>, y: Option<f64>| {
-            let pct = pct_of(x, y);
-            Diff {
-                a: x,
-                b: y,
-                pct,
-                ci_pct: None,
-                method: IntervalMethod::None,
-                verdict: if pct.is_some() {
-                    Verdict::Unknown
-                } else {
-                    Verdict::Missing
-                },
-            }
-        };
+        let mk = one_value;
         let st = |r: &Option<servebench_results::PrefillRow>| match r {
             None => "absent".to_string(),
             Some(r) => r.status.map(|s| s.as_str()).unwrap_or("ok").to_string(),
         };
+        let (tps, ttft) = (mk(v(&ra), v(&rb)), mk(t(&ra), t(&rb)));
         cells.push(CellDiff {
             layer: "prefill".into(),
             concurrency: 1,
             context: x,
             status: (st(&ra), st(&rb)),
-            tps: mk(v(&ra), v(&rb)),
-            ttft_p50: mk(t(&ra), t(&rb)),
+            metrics: vec![
+                (CompareMetric::Prefill, tps.clone()),
+                (CompareMetric::PrefillTtft, ttft.clone()),
+            ],
+            tps,
+            ttft_p50: ttft,
             itl_p50: mk(None, None),
         });
     }
@@ -667,6 +691,24 @@ pub fn compare(a: (&str, &Results), b: (&str, &Results), opts: &CompareOptions) 
         rates: crate::compare_rate::join(a.1, b.1),
         rate_searches: crate::compare_rate::search_lines(a.1, b.1),
         warnings,
+    }
+}
+
+/// The difference of a metric with one value per cell or row (no samples, so no interval and
+/// no verdict beyond `unknown`).
+fn one_value(a: Option<f64>, b: Option<f64>) -> Diff {
+    let pct = pct_of(a, b);
+    Diff {
+        a,
+        b,
+        pct,
+        ci_pct: None,
+        method: IntervalMethod::None,
+        verdict: if pct.is_some() {
+            Verdict::Unknown
+        } else {
+            Verdict::Missing
+        },
     }
 }
 
@@ -740,7 +782,7 @@ fn methods_used(cmp: &[Comparison]) -> Vec<&'static str> {
     let mut v: Vec<&'static str> = cmp
         .iter()
         .flat_map(|c| c.cells.iter())
-        .flat_map(|c| [c.tps.method, c.ttft_p50.method, c.itl_p50.method])
+        .flat_map(|c| c.metrics.iter().map(|(_, d)| d.method))
         .map(IntervalMethod::as_str)
         .collect();
     v.sort_unstable();
@@ -756,7 +798,9 @@ fn method_note(opts: &CompareOptions) -> String {
          \"no interval\" = neither is available (prefill rows are one sample). One run per side: each interval is widened by \
          ±{n}% for the run-to-run noise a within-run interval cannot see. A difference is marked faster/SLOWER when it is at least \
          {n}% and its interval excludes 0; \"unclear\" when it is that large but the interval spans 0; \"needs repeats\" when A or B \
-         flagged its machine as busy (client tick ≥ {busy} ms late). --fail-if-slower PCT counts a SLOWER cell whose whole interval is at or below -PCT.",
+         flagged its machine as busy (client tick ≥ {busy} ms late). --fail-if-slower PCT counts a SLOWER cell whose whole interval is at or below -PCT; \
+         METRIC=PCT does the same for one metric of the \"every metric\" table, where ITL per-gap p99 (one histogram per cell) and the prefill rows \
+         (one sample) have no interval and count when their change is worse than PCT plus {n}%.",
         opts.resamples,
         n = crate::cells::fmt_num(opts.noise_pct),
         busy = BUSY_TICK_LAG_MS
@@ -799,6 +843,11 @@ pub fn render_text(cmps: &[Comparison], opts: &CompareOptions) -> String {
         }
         if !cmp.cells.is_empty() || cmp.rates.is_empty() {
             text_table(&mut out, &HEADERS, &rows(cmp));
+        }
+        let per_metric = crate::compare_metrics::rows(cmp);
+        if !per_metric.is_empty() {
+            let _ = writeln!(out, "\nEvery metric (cells measured in both runs):");
+            text_table(&mut out, &crate::compare_metrics::HEADERS, &per_metric);
         }
         if !cmp.rates.is_empty() {
             let _ = writeln!(out, "Open-loop request rate:");
@@ -870,6 +919,17 @@ pub fn render_markdown(cmps: &[Comparison], opts: &CompareOptions) -> String {
             }
             out.push('\n');
         }
+        let per_metric = crate::compare_metrics::rows(cmp);
+        if !per_metric.is_empty() {
+            let _ = writeln!(out, "### Every metric (cells measured in both runs)\n");
+            let _ = writeln!(out, "| {} |", crate::compare_metrics::HEADERS.join(" | "));
+            let _ = writeln!(out, "|---|---:|---|---|---:|---:|---:|---|---|");
+            for r in per_metric {
+                let cells: Vec<String> = r.iter().map(|s| crate::markdown::md_escape(s)).collect();
+                let _ = writeln!(out, "| {} |", cells.join(" | "));
+            }
+            out.push('\n');
+        }
         if !cmp.rates.is_empty() {
             let _ = writeln!(out, "### Open-loop request rate\n");
             let _ = writeln!(out, "| {} |", crate::compare_rate::HEADERS.join(" | "));
@@ -934,6 +994,7 @@ pub fn render_html(
         if !cmp.cells.is_empty() || cmp.rates.is_empty() {
             matrix_table_html(&mut out, cmp);
         }
+        metrics_table_html(&mut out, cmp);
         if !cmp.rates.is_empty() {
             rate_table_html(&mut out, cmp);
         }
@@ -970,6 +1031,36 @@ fn matrix_table_html(out: &mut String, cmp: &Comparison) {
         let _ = write!(out, "<tr{style}>");
         for (i, s) in r.iter().enumerate() {
             let class = if (1..=6).contains(&i) {
+                " class=\"num\""
+            } else {
+                ""
+            };
+            let _ = write!(out, "<td{class}>{}</td>", esc(s));
+        }
+        out.push_str("</tr>\n");
+    }
+    out.push_str("</table>\n");
+}
+
+fn metrics_table_html(out: &mut String, cmp: &Comparison) {
+    let rows = crate::compare_metrics::rows(cmp);
+    if rows.is_empty() {
+        return;
+    }
+    out.push_str("<h3>Every metric (cells measured in both runs)</h3>\n<table><tr>");
+    for h in crate::compare_metrics::HEADERS {
+        let _ = write!(out, "<th>{}</th>", esc(h));
+    }
+    out.push_str("</tr>\n");
+    for r in rows {
+        let style = match r[8].as_str() {
+            "SLOWER" => " style=\"background:#f8d7da\"",
+            "faster" => " style=\"background:#d4edda\"",
+            _ => "",
+        };
+        let _ = write!(out, "<tr{style}>");
+        for (i, s) in r.iter().enumerate() {
+            let class = if (4..=7).contains(&i) || i == 1 {
                 " class=\"num\""
             } else {
                 ""

@@ -11,6 +11,7 @@
 
 pub mod cells;
 pub mod compare;
+pub mod compare_metrics;
 pub mod compare_rate;
 pub mod csv_export;
 pub mod export;
