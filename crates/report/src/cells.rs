@@ -302,3 +302,35 @@ pub fn tool_label(r: &Results) -> String {
     };
     format!("{tool} {}", m.version).trim().to_string()
 }
+
+/// Every steady-state block of a file with its row label, in report order: decode and Burst /
+/// E2E cells (`C=8 ctx=1k`, `[burst] C=8 ctx=1k`), then rate rows (`[rate] 4 req/s ctx=1k`).
+pub fn steady_blocks(r: &Results) -> Vec<(String, &servebench_results::SteadyState)> {
+    let mut out = Vec::new();
+    for c in r.results.iter().chain(r.burst_results.iter()) {
+        if let Some(s) = &c.steady_state {
+            let layer = if c.benchmark_mode == servebench_results::BenchmarkMode::BurstE2e {
+                "[burst] "
+            } else {
+                ""
+            };
+            let label = format!(
+                "{layer}C={} ctx={}",
+                c.concurrency,
+                servebench_results::format_context(c.context_tokens)
+            );
+            out.push((label, s));
+        }
+    }
+    for row in &r.rate_results {
+        if let Some(s) = &row.steady_state {
+            let label = format!(
+                "[rate] {} req/s ctx={}",
+                row.offered_rate,
+                servebench_results::format_context(row.context_tokens)
+            );
+            out.push((label, s));
+        }
+    }
+    out
+}

@@ -528,6 +528,93 @@ const GAP_COLUMNS: &[(&str, &str, Getter)] = &[
     ),
 ];
 
+/// The steady-state block of a cell or rate row (issue 19: request-count, Burst / E2E and rate
+/// rows).
+fn steady<'a>(r: &'a Row<'_>) -> Option<&'a servebench_results::SteadyState> {
+    match r {
+        Row::Cell(_, c) => c.steady_state.as_ref(),
+        Row::Rate(x) => x.steady_state.as_ref(),
+        _ => None,
+    }
+}
+
+macro_rules! steadyf {
+    ($f:ident) => {
+        |r: &Row<'_>| steady(r).map(|s| s.$f.field()).unwrap_or_default()
+    };
+}
+
+macro_rules! steady_opt {
+    ($f:ident) => {
+        |r: &Row<'_>| steady(r).map(|s| opt(s.$f)).unwrap_or_default()
+    };
+}
+
+/// Columns appended last (after the per-gap columns when those are there) only when a cell or
+/// rate row has a steady-state block (files without one keep their columns).
+const STEADY_COLUMNS: &[(&str, &str, Getter)] = &[
+    (
+        "steady_duration_s",
+        "steady state: length of the longest span with at least 95 % of the target in flight, s",
+        steadyf!(duration_s),
+    ),
+    (
+        "steady_fraction",
+        "steady state: that span / the measured load, 0-1",
+        steadyf!(fraction),
+    ),
+    (
+        "steady_mean_in_flight",
+        "steady state: mean requests in flight over the span",
+        steadyf!(mean_in_flight),
+    ),
+    (
+        "steady_requests",
+        "steady state: requests sent inside the span",
+        steadyf!(requests),
+    ),
+    (
+        "steady_output_tokens",
+        "steady state: output tokens that arrived inside the span",
+        steadyf!(output_tokens),
+    ),
+    (
+        "steady_output_tps",
+        "steady state: output tokens / span length, tok/s",
+        steady_opt!(output_tps),
+    ),
+    (
+        "steady_ttft_p50_s",
+        "steady state: TTFT p50 of the requests sent inside the span, s",
+        steady_opt!(ttft_p50),
+    ),
+    (
+        "steady_ttft_p99_s",
+        "steady state: TTFT p99 of those requests, s",
+        steady_opt!(ttft_p99),
+    ),
+    (
+        "steady_itl_p50_s",
+        "steady state: per-token ITL p50 of those requests, s",
+        steady_opt!(itl_p50),
+    ),
+    (
+        "steady_itl_p99_s",
+        "steady state: per-token ITL p99 of those requests, s",
+        steady_opt!(itl_p99),
+    ),
+    (
+        "steady_short",
+        "steady state: true when the span is under 1 s or under a quarter of the load",
+        |r| steady(r).map(|s| s.short.to_string()).unwrap_or_default(),
+    ),
+];
+
+/// The columns appended for files with a steady-state block, as (name, meaning).
+pub fn steady_columns() -> Vec<(&'static str, &'static str)> {
+    STEADY_COLUMNS.iter().map(|(n, m, _)| (*n, *m)).collect()
+}
+
 /// The columns appended for files with per-gap ITL, as (name, meaning).
 pub fn gap_columns() -> Vec<(&'static str, &'static str)> {
     GAP_COLUMNS.iter().map(|(n, m, _)| (*n, *m)).collect()
@@ -569,6 +656,9 @@ pub fn render_csv(r: &Results) -> anyhow::Result<String> {
     };
     if rows.iter().any(|row| gaps(row).is_some()) {
         cols.extend(GAP_COLUMNS);
+    }
+    if rows.iter().any(|row| steady(row).is_some()) {
+        cols.extend(STEADY_COLUMNS);
     }
     let mut w = csv::Writer::from_writer(Vec::new());
     w.write_record(cols.iter().map(|(n, _, _)| *n))?;
@@ -635,5 +725,52 @@ mod tests {
             "{csv}"
         );
         assert!(!csv.contains(",=HYPERLINK"), "{csv}");
+    }
+
+    #[test]
+    fn steady_state_columns_come_last_when_a_cell_has_the_block() {
+        let steady = servebench_results::SteadyState {
+            target_in_flight: 8,
+            min_in_flight: 8,
+            duration_s: 4.5,
+            fraction: 0.75,
+            mean_in_flight: 7.9,
+            requests: 40,
+            output_tokens: 2560,
+            output_tps: Some(568.9),
+            ttft_p50: Some(0.12),
+            short: false,
+            ..Default::default()
+        };
+        let r = Results {
+            results: vec![CellResult {
+                context_tokens: 0,
+                concurrency: 8,
+                steady_state: Some(steady),
+                ..CellResult::default()
+            }],
+            ..Results::default()
+        };
+        let text = render_csv(&r).unwrap();
+        let mut rdr = csv::Reader::from_reader(text.as_bytes());
+        let header: Vec<String> = rdr.headers().unwrap().iter().map(String::from).collect();
+        let mut want: Vec<&str> = columns().iter().map(|c| c.0).collect();
+        want.extend(steady_columns().iter().map(|c| c.0));
+        assert_eq!(header, want);
+        let row = rdr.records().next().unwrap().unwrap();
+        let col = |n: &str| header.iter().position(|h| h == n).unwrap();
+        assert_eq!(&row[col("steady_duration_s")], "4.5");
+        assert_eq!(&row[col("steady_output_tps")], "568.9");
+        assert_eq!(&row[col("steady_ttft_p99_s")], "");
+        assert_eq!(&row[col("steady_short")], "false");
+        let plain = render_csv(&Results::default()).unwrap();
+        assert!(!plain.contains("steady_"), "no block, no columns");
+        let doc = include_str!("../../../docs/exports.md");
+        for (name, _) in steady_columns() {
+            assert!(
+                doc.contains(&format!("| `{name}` |")),
+                "docs/exports.md does not document {name}"
+            );
+        }
     }
 }

@@ -225,6 +225,7 @@ pub fn render_html(r: &Results, opts: &ReportOptions) -> anyhow::Result<String> 
     for (li, layer) in layers(r).into_iter().enumerate() {
         html_layer(&mut out, &cx, li, &layer)?;
     }
+    html_steady(&mut out, r);
     html_prefill(&mut out, r)?;
     out.push_str(&crate::rate::html(r));
     html_problems(&mut out, r);
@@ -240,6 +241,36 @@ pub fn render_html(r: &Results, opts: &ReportOptions) -> anyhow::Result<String> 
     }
     out.push_str("</body>\n</html>\n");
     Ok(out)
+}
+
+/// The steady-state blocks (request-count, Burst / E2E cells and rate rows), one table row each;
+/// nothing for files without them.
+fn html_steady(out: &mut String, r: &Results) {
+    let blocks = cells::steady_blocks(r);
+    if blocks.is_empty() {
+        return;
+    }
+    out.push_str("<h2 id=\"steady-state\">Steady state</h2>\n<p class=\"note\">The longest span with at least 95 % of the in-flight target in flight (ramp-up and drain left out), and the throughput and latency of the requests sent inside it. A short span (under 1 s or under a quarter of the load) is marked.</p>\n<table><tr><th>row</th><th>span, s</th><th>% of load</th><th>in flight ≥ / target</th><th>mean in flight</th><th>requests</th><th>output tok/s</th><th>TTFT p50 / p99, ms</th><th>ITL p50 / p99, ms</th><th></th></tr>\n");
+    for (label, s) in blocks {
+        let _ = writeln!(
+            out,
+            "<tr><td>{}</td><td class=\"num\">{:.2}</td><td class=\"num\">{:.0}</td><td class=\"num\">{} / {}</td><td class=\"num\">{:.1}</td><td class=\"num\">{}</td><td class=\"num\">{}</td><td class=\"num\">{} / {}</td><td class=\"num\">{} / {}</td><td>{}</td></tr>",
+            esc(&label),
+            s.duration_s,
+            s.fraction * 100.0,
+            s.min_in_flight,
+            s.target_in_flight,
+            s.mean_in_flight,
+            s.requests,
+            esc(&crate::fmt_tps(s.output_tps)),
+            esc(&crate::fmt_ms(s.ttft_p50)),
+            esc(&crate::fmt_ms(s.ttft_p99)),
+            esc(&crate::fmt_ms(s.itl_p50)),
+            esc(&crate::fmt_ms(s.itl_p99)),
+            if s.short { "short" } else { "" }
+        );
+    }
+    out.push_str("</table>\n");
 }
 
 /// The page title, who wrote it when, and the interrupted notice.
@@ -753,6 +784,41 @@ impl Exporter for HtmlExporter {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// Issue 19: the steady-state block reached the text report only.
+    #[test]
+    fn steady_state_blocks_get_a_table() {
+        let mut r = Results::default();
+        r.burst_results.push(servebench_results::CellResult {
+            concurrency: 8,
+            context_tokens: 1024,
+            benchmark_mode: servebench_results::BenchmarkMode::BurstE2e,
+            steady_state: Some(servebench_results::SteadyState {
+                target_in_flight: 8,
+                min_in_flight: 8,
+                duration_s: 0.8,
+                fraction: 0.2,
+                mean_in_flight: 7.96,
+                requests: 12,
+                output_tps: Some(412.0),
+                ttft_p50: Some(0.05),
+                short: true,
+                ..Default::default()
+            }),
+            ..Default::default()
+        });
+        let mut out = String::new();
+        html_steady(&mut out, &r);
+        assert!(out.contains("<h2 id=\"steady-state\">"), "{out}");
+        assert!(out.contains("<td>[burst] C=8 ctx=1k</td>"), "{out}");
+        assert!(
+            out.contains(">0.80<") && out.contains(">8 / 8<") && out.contains(">short<"),
+            "{out}"
+        );
+        let mut none = String::new();
+        html_steady(&mut none, &Results::default());
+        assert!(none.is_empty());
+    }
 
     #[test]
     fn cdf_keeps_ends_and_thins_large_cells() {

@@ -698,28 +698,10 @@ fn steady_section(r: &Results, out: &mut String) {
             if s.short { " (short)" } else { "" }
         )
     };
-    let mut lines: Vec<String> = Vec::new();
-    for c in r.results.iter().chain(r.burst_results.iter()) {
-        if let Some(s) = &c.steady_state {
-            let layer = burst_tag(c);
-            let label = format!(
-                "{layer}C={} ctx={}",
-                c.concurrency,
-                format_context(c.context_tokens)
-            );
-            lines.push(line(label, s));
-        }
-    }
-    for row in &r.rate_results {
-        if let Some(s) = &row.steady_state {
-            let label = format!(
-                "[rate] {} req/s ctx={}",
-                row.offered_rate,
-                format_context(row.context_tokens)
-            );
-            lines.push(line(label, s));
-        }
-    }
+    let lines: Vec<String> = cells::steady_blocks(r)
+        .into_iter()
+        .map(|(label, s)| line(label, s))
+        .collect();
     if lines.is_empty() {
         return;
     }
