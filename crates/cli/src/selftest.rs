@@ -42,6 +42,10 @@ pub struct SelftestArgs {
     /// HTTP bodies (no SSE framing, decoding or accounting), for comparison.
     #[arg(long)]
     pub baseline: bool,
+    /// Also write every request of the cell to this JSONL file, as `run --export-requests`
+    /// does (to measure the export's cost in CPU and memory).
+    #[arg(long, value_name = "FILE")]
+    pub export_requests: Option<std::path::PathBuf>,
 }
 
 /// CPU per SSE event of a client that reads the same streams through servebench's HTTP/1.1
@@ -144,7 +148,19 @@ pub async fn run(a: SelftestArgs) -> anyhow::Result<()> {
         continuous_usage: true,
     };
     let input = build_input(Endpoint::Chat, "[SELFTEST]", 0, false);
-    let (settings, job) = cell_job(&a, streaming_payload(&opts, &input));
+    let (settings, mut job) = cell_job(&a, streaming_payload(&opts, &input));
+    let mut writer = None;
+    if let Some(p) = &a.export_requests {
+        crate::args::check_output_path(p, "--export-requests")?;
+        let (tx, w) = crate::export_requests::start(p)?;
+        job.export = Some(tx.sink(servebench_core::export::ExportKey {
+            layer: "sustained",
+            context_tokens: 0,
+            concurrency: Some(a.concurrency),
+            request_rate: None,
+        }));
+        writer = Some(w);
+    }
     let rss_start = resident_bytes();
     let stop = CancellationToken::new();
     let rss_task = sample_rss(stop.clone());
@@ -187,6 +203,10 @@ pub async fn run(a: SelftestArgs) -> anyhow::Result<()> {
         );
     }
     print_rss(rss_start, &rss);
+    if let Some(w) = writer {
+        let n = w.finish(true)?;
+        println!("  --export-requests: {n} request rows written");
+    }
     Ok(())
 }
 
