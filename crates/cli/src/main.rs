@@ -210,6 +210,10 @@ async fn cmd_run(a: RunArgs) -> anyhow::Result<ExitCode> {
     if let Some(w) = row_writer {
         w.finish(results.is_ok())?;
     }
+    if let Err(servebench_core::RunError::Interrupted) = &results {
+        eprintln!("servebench: {}", servebench_core::RunError::Interrupted);
+        return Ok(ExitCode::from(session::EXIT_INTERRUPTED));
+    }
     let results = results.map_err(run_error)?;
     finish_run(&results, &output, &exports, percentiles)
 }

@@ -1046,6 +1046,62 @@ fn ctrl_c_writes_partial_results() {
     assert!(v["summary_table"]["0"].get("2").is_none());
 }
 
+/// Break-it round 7: a SIGINT while `/v1/models` was pending waited for the probe's 10 s
+/// timeout and then exited 1 ("cannot list models"); it ends the run at once with 130.
+#[cfg(unix)]
+#[test]
+fn ctrl_c_while_probing_the_server_exits_130_at_once() {
+    // a server that accepts and never answers
+    let listener = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+    let url = format!("http://{}", listener.local_addr().unwrap());
+    let held = std::thread::spawn(move || {
+        let mut conns = Vec::new();
+        for c in listener.incoming().take(4).flatten() {
+            conns.push(c);
+        }
+        std::thread::sleep(Duration::from_secs(60));
+    });
+    let b = Bench::new();
+    let output = b.output();
+    let mut child = b.spawn(
+        &[
+            "run",
+            "--url",
+            &url,
+            "--probe-timeout",
+            "100",
+            "-o",
+            output.to_str().unwrap(),
+        ],
+        &[],
+    );
+    let out = drain(child.stdout.take().unwrap(), None);
+    let err = drain(child.stderr.take().unwrap(), None);
+    std::thread::sleep(Duration::from_millis(1500));
+    let pid = child.id() as libc::pid_t;
+    // SAFETY: plain kill(2) on our own child's pid.
+    assert_eq!(unsafe { libc::kill(pid, libc::SIGINT) }, 0);
+    let t_int = Instant::now();
+    let out = wait(child, out, err, Duration::from_secs(30));
+    let took = t_int.elapsed();
+    out.expect_code(130);
+    assert!(
+        out.stderr.contains("interrupted while probing the server"),
+        "{}",
+        out.stderr
+    );
+    // the models request has a 10 s limit of its own; the stop must not wait for it
+    assert!(
+        took < Duration::from_secs(5),
+        "exit took {took:?} after SIGINT"
+    );
+    assert!(
+        !output.exists(),
+        "no results file for a run that measured nothing"
+    );
+    drop(held);
+}
+
 // ------------------------------------------------------------------------------------------
 // 10. Endpoints and prompt targeting
 

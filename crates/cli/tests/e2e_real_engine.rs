@@ -1877,6 +1877,9 @@ fn spec_decode_against_real_engine() {
 #[path = "e2e_real_engine/rate.rs"]
 mod rate;
 
+#[path = "e2e_real_engine/role_chunk.rs"]
+mod role_chunk;
+
 // ------------------------------------------------------------------------------------------
 // Self-tests of the helpers (run by the normal `cargo test`; no engine needed)
 

@@ -152,6 +152,18 @@ fn healthy_server_has_no_fault_findings() {
     validate(r.json.as_ref().unwrap());
 }
 
+/// Break-it round 7: a `103 Early Hints` before the 200 made the cell invalid ("HTTP 103").
+#[test]
+fn interim_responses_before_the_final_head_are_skipped() {
+    let s = faulty::start(Config::new(Fault::InterimHeads, 0));
+    let r = run(&s.url(), &[], SHORT_LIMIT);
+    assert_eq!(r.code, Some(0), "{}", r.dump());
+    let c = r.cell();
+    assert_eq!(c["status"], "ok", "{c:#}");
+    assert!(c["aggregate_tps"].as_f64().unwrap() > 0.0, "{c:#}");
+    validate(r.json.as_ref().unwrap());
+}
+
 #[test]
 fn never_answering_server_ends_the_run_with_default_timeouts() {
     // Accepts every completion request and never answers: the startup JIT probe times out after

@@ -317,6 +317,15 @@ impl BodyDecoder {
     }
 }
 
+/// Interim responses skipped before the final head of one request.
+pub const MAX_INTERIM: usize = 16;
+
+/// An interim (informational) status: 1xx other than 101 Switching Protocols, which servebench
+/// never asks for (and which would end HTTP/1.1 on the connection).
+fn is_interim(status: u16) -> bool {
+    (100..200).contains(&status) && status != 101
+}
+
 /// Parsed status line and the headers we need.
 #[derive(Clone, Debug, PartialEq)]
 pub struct ResponseHead {
@@ -794,8 +803,17 @@ pub async fn start(
     if tmp.len() != READ_BUF {
         tmp = vec![0u8; READ_BUF];
     }
-    let mut head_at;
+    let mut head_at = sent_at;
+    let mut interim = 0usize;
     let head = loop {
+        // An interim (1xx) head that arrived with more bytes: the final head may be complete.
+        if interim > 0 && !conn.buf.is_empty() {
+            if let Ok(Some(h)) = parse_head(&conn.buf) {
+                if !is_interim(h.status) {
+                    break h;
+                }
+            }
+        }
         let n = match rx_timestamps::read(&conn.io, &mut tmp).await {
             Ok((n, at, _)) => {
                 head_at = at;
@@ -824,6 +842,25 @@ pub async fn start(
             }));
         }
         conn.buf.extend_from_slice(&tmp[..n]);
+        // Interim responses (`100 Continue`, `103 Early Hints`) precede the final one and are
+        // skipped (RFC 9110 §15.2; break-it round 7: a 103 made the cell invalid), at most
+        // MAX_INTERIM of them.
+        while let Ok(Some(h)) = parse_head(&conn.buf) {
+            if !is_interim(h.status) {
+                break;
+            }
+            interim += 1;
+            if interim > MAX_INTERIM {
+                return Err(StartError::Http(HttpError::Transport {
+                    method: "POST",
+                    url,
+                    detail: format!(
+                        "more than {MAX_INTERIM} interim (1xx) responses before the final one"
+                    ),
+                }));
+            }
+            conn.buf.drain(..h.head_len);
+        }
         match parse_head(&conn.buf) {
             Ok(Some(h)) => break h,
             Ok(None) if conn.buf.len() > 256 * 1024 => {

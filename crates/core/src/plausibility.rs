@@ -17,12 +17,15 @@
 //!   bound; a server that merges many tokens' deltas into one chunk when it falls behind (vLLM
 //!   under load) sends their text with them, which the per-byte allowance covers.
 //! * **Usage the text cannot carry** (issue 17): a request whose output tokens (less the
-//!   reasoning tokens the server reported) exceed 2 tokens per byte of its text plus one per
-//!   delta chunk plus 16 ([`MAX_TOKENS_PER_TEXT_BYTE`], [`UNBACKED_TOKEN_SLACK`]; role,
+//!   reasoning tokens the server reported) exceed 1 token per byte of its text plus one per
+//!   delta chunk plus 8 ([`MAX_TOKENS_PER_TEXT_BYTE`], [`UNBACKED_TOKEN_SLACK`]; role,
 //!   finish and usage-only chunks are not delta chunks; a tool-call chunk's payload counts as
-//!   text): warning `usage_implausible` when at least half of the cell's requests do; more
-//!   than [`UNBACKED_INVALID_FACTOR`] (4) times the text and chunk allowance, plus 16: invalid
-//!   `usage_implausible`.
+//!   text): warning `usage_implausible` when any request of the cell does; more than
+//!   [`UNBACKED_INVALID_FACTOR`] (1.5) times the text and chunk allowance, plus 8, on any
+//!   request: invalid `usage_implausible`. Reasoning tokens the server reported but whose text
+//!   never came (hidden reasoning) are the only tokens let past this bound, with a warning
+//!   `usage_implausible`: the headline, per-token ITL and per-user tok/s then count tokens whose
+//!   arrival no client saw.
 //! * **Prompt truncation**: the server counted fewer than [`TRUNCATION_RATIO`] (50 %) of the
 //!   prompt tokens servebench sent (exact `/tokenize` count or calibrated estimate): invalid
 //!   `prompt_truncated`; with an uncalibrated estimate only a warning.
@@ -168,21 +171,25 @@ fn front_loaded_unbacked(r: &StreamTiming) -> bool {
 }
 
 /// Most output tokens per byte of text a stream can carry before its count is flagged: a
-/// byte-level BPE token is at least one byte, so a real stream stays at or below 1 (a token
-/// without text — special, empty — comes as its own delta chunk and is allowed one each);
-/// twice that is the line ([`check_stream_timing`], `usage_implausible` warning).
-pub const MAX_TOKENS_PER_TEXT_BYTE: f64 = 2.0;
+/// byte-level BPE token decodes to at least one byte, so a real stream stays at or below 1 (a
+/// token without text — special, empty — comes as its own delta chunk and is allowed one each;
+/// break-it round 7: at 2 per byte, usage growing by 9 per `"tok "` chunk passed silently).
+pub const MAX_TOKENS_PER_TEXT_BYTE: f64 = 1.0;
 
-/// Tokens a stream may count beyond its text and chunks (a stop string's tokens, whose text the
-/// server removes; special tokens merged into a text chunk).
-pub const UNBACKED_TOKEN_SLACK: u64 = 16;
+/// Tokens a stream may count beyond its text and chunks (the end-of-sequence token on the
+/// finish chunk, a stop string's tokens, whose text the server removes; special tokens merged
+/// into a text chunk). Break-it round 7: at 16, two one-byte events and a usage of 16 read
+/// `ok` at 7 × the true rate.
+pub const UNBACKED_TOKEN_SLACK: u64 = 8;
 
-/// A request whose visible tokens exceed this many times what its stream can have carried
-/// ([`unbacked`]) makes the cell `invalid` (when at least half of its requests do): the
+/// A request whose visible tokens exceed this many times what its text and chunks can have
+/// carried, plus [`UNBACKED_TOKEN_SLACK`] ([`far_unbacked`]), makes the cell `invalid`: the
 /// headline would count tokens that never arrived (break-it round 6: 640 tokens claimed over
-/// ten role-only chunks read `ok` at 11,200 tok/s). Between the line and this factor it is a
-/// warning: a stop string or special tokens merged into text chunks can pass the line a little.
-pub const UNBACKED_INVALID_FACTOR: f64 = 4.0;
+/// ten role-only chunks read `ok` at 11,200 tok/s; round 7: two lying requests of five gave
+/// 38 × the true rate, so one such request is enough). Between the line and this factor it
+/// is a warning: special tokens merged into a text chunk by a server that fell behind can pass
+/// the line a little.
+pub const UNBACKED_INVALID_FACTOR: f64 = 1.5;
 
 /// Output tokens a request's stream can have carried, tokens:
 /// `MAX_TOKENS_PER_TEXT_BYTE × text bytes + delta chunks + UNBACKED_TOKEN_SLACK`. Delta
@@ -206,8 +213,8 @@ fn unbacked(r: &StreamTiming) -> bool {
 }
 
 /// The request reported more than [`UNBACKED_INVALID_FACTOR`] times what its text and chunks
-/// can have carried, plus [`UNBACKED_TOKEN_SLACK`]: `output − reported reasoning > 4 × (2 ×
-/// text bytes + delta chunks) + 16` (64 tokens over no text and one chunk are a claim).
+/// can have carried, plus [`UNBACKED_TOKEN_SLACK`]: `output − reported reasoning > 1.5 ×
+/// (text bytes + delta chunks) + 8` (64 tokens over no text and one chunk are a claim).
 fn far_unbacked(r: &StreamTiming) -> bool {
     let backed = MAX_TOKENS_PER_TEXT_BYTE * r.text_bytes as f64 + r.delta_chunks as f64;
     visible_tokens(r) as f64 > UNBACKED_INVALID_FACTOR * backed + UNBACKED_TOKEN_SLACK as f64
@@ -237,12 +244,10 @@ pub fn check_stream_timing(requests: &[StreamTiming]) -> Vec<Finding> {
             ),
         });
     }
-    let over: Vec<&StreamTiming> = requests
-        .iter()
-        .filter(|r| r.output_tokens >= SINGLE_WRITE_MIN_TOKENS && unbacked(r))
-        .collect();
+    // every request, however short: the slack already covers what a real stream cannot show
+    let over: Vec<&StreamTiming> = requests.iter().filter(|r| unbacked(r)).collect();
     let far = over.iter().filter(|r| far_unbacked(r)).count();
-    if !over.is_empty() && 2 * far >= eligible.max(1) {
+    if far > 0 {
         let worst = over
             .iter()
             .filter(|r| far_unbacked(r))
@@ -252,14 +257,14 @@ pub fn check_stream_timing(requests: &[StreamTiming]) -> Vec<Finding> {
             kind: FailureKind::UsageImplausible,
             invalid: true,
             message: format!(
-                "usage_implausible: {far} of {} requests reported far more output tokens than their streams could carry (beyond {UNBACKED_INVALID_FACTOR:.0} × (2 per byte of text + 1 per delta chunk) + {UNBACKED_TOKEN_SLACK}; up to {} tokens for {} bytes of text in {} delta chunks): the token count and the tok/s would be the server's claim, not what arrived (a server that hides reasoning must report usage.completion_tokens_details.reasoning_tokens)",
+                "usage_implausible: {far} of {} requests reported far more output tokens than their streams could carry (beyond {UNBACKED_INVALID_FACTOR} × (1 per byte of text + 1 per delta chunk) + {UNBACKED_TOKEN_SLACK}; up to {} tokens for {} bytes of text in {} delta chunks): the token count and the tok/s would be the server's claim, not what arrived (a server that hides reasoning must report usage.completion_tokens_details.reasoning_tokens)",
                 requests.len(),
                 worst.output_tokens,
                 worst.text_bytes,
                 worst.delta_chunks
             ),
         });
-    } else if !over.is_empty() && 2 * over.len() >= eligible {
+    } else if !over.is_empty() {
         let worst = over.iter().max_by_key(|r| r.output_tokens).unwrap();
         out.push(Finding {
             kind: FailureKind::UsageImplausible,
@@ -271,6 +276,28 @@ pub fn check_stream_timing(requests: &[StreamTiming]) -> Vec<Finding> {
                 worst.output_tokens,
                 worst.text_bytes,
                 worst.delta_chunks
+            ),
+        });
+    }
+    // hidden reasoning: the reported reasoning tokens are the only explanation of the excess
+    let hidden: Vec<&StreamTiming> = requests
+        .iter()
+        .filter(|r| !unbacked(r) && r.output_tokens as f64 > carried(r))
+        .collect();
+    if let Some(worst) = hidden
+        .iter()
+        .max_by_key(|r| r.reasoning_tokens.unwrap_or(0))
+    {
+        out.push(Finding {
+            kind: FailureKind::UsageImplausible,
+            invalid: false,
+            message: format!(
+                "usage_implausible: {} of {} requests counted reasoning tokens whose text never came (up to {} of {} tokens over {} bytes of text): hidden reasoning, so aggregate tok/s, per-token ITL and per-user tok/s count tokens whose arrival no client saw",
+                hidden.len(),
+                requests.len(),
+                worst.reasoning_tokens.unwrap_or(0),
+                worst.output_tokens,
+                worst.text_bytes
             ),
         });
     }
@@ -437,7 +464,14 @@ pub struct SentPrompt {
     pub reliable: bool,
     /// The prompt carries no padding: it is the base prompt alone.
     pub base_only: bool,
+    /// Bytes of the request's input as sent (the JSON of its `messages` or `prompt`, an upper
+    /// bound of its text); 0 when unknown.
+    pub bytes: u64,
 }
+
+/// Prompt tokens a chat template may add beyond one per byte of the request's input (system
+/// prompts, role markers, the generation prompt).
+pub const PROMPT_TEMPLATE_SLACK_TOKENS: u64 = 1024;
 
 /// Requested vs real context of a cell (fills `requested_context_tokens`,
 /// `measured_prompt_tokens`, `sent_prompt_tokens`; truncation and mismatch findings).
@@ -469,6 +503,22 @@ pub fn check_context(
     let reference = sent.map_or(requested, |s| s.tokens.max(requested));
     let limit = crate::prefill::PROMPT_INFLATION_RATIO * reference as f64
         + crate::prefill::PROMPT_INFLATION_SLACK as f64;
+    // more tokens than bytes sent (plus a template's share): no tokenizer counts so
+    // (break-it round 7: a server counting 10 × the prompt)
+    if let Some(s) = sent.filter(|s| s.bytes > 0) {
+        if m > s.bytes + PROMPT_TEMPLATE_SLACK_TOKENS {
+            out.push(Finding {
+                kind: FailureKind::UsageImplausible,
+                invalid: true,
+                message: format!(
+                    "usage_implausible: the server reported {m} prompt tokens for a request input of {} bytes (context {}): more than one token per byte plus {PROMPT_TEMPLATE_SLACK_TOKENS} for the template is no count of what was sent",
+                    s.bytes,
+                    format_context(requested)
+                ),
+            });
+            return out;
+        }
+    }
     if m as f64 > limit {
         out.push(Finding {
             kind: FailureKind::UsageImplausible,
@@ -735,6 +785,39 @@ mod tests {
         assert!(check_requests(&[spec], 32).is_empty());
     }
 
+    /// Break-it round 7: a server counting 10 × the prompt kept its cells `ok`.
+    #[test]
+    fn more_prompt_tokens_than_bytes_sent_are_invalid() {
+        let sent = SentPrompt {
+            tokens: 4096,
+            reliable: true,
+            base_only: false,
+            bytes: 1700,
+        };
+        let mut c = CellResult {
+            prompt_tokens: Some(4110),
+            ..Default::default()
+        };
+        let f = check_context(&mut c, 4096, Some(sent), None);
+        assert_eq!(
+            (f.len(), f[0].kind, f[0].invalid),
+            (1, FailureKind::UsageImplausible, true)
+        );
+        assert!(
+            f[0].message.contains("input of 1700 bytes"),
+            "{}",
+            f[0].message
+        );
+        // at the line: bytes + the template's share
+        let mut c = CellResult {
+            prompt_tokens: Some(1700 + PROMPT_TEMPLATE_SLACK_TOKENS),
+            ..Default::default()
+        };
+        assert!(check_context(&mut c, 2048, Some(sent), None)
+            .iter()
+            .all(|f| f.kind != FailureKind::UsageImplausible));
+    }
+
     #[test]
     fn context_checks() {
         let mut c = CellResult {
@@ -745,6 +828,7 @@ mod tests {
             tokens: 1000,
             reliable: true,
             base_only: false,
+            bytes: 0,
         };
         // a warm request counted only its uncached tokens; the cold sample had them all
         assert!(check_context(&mut c.clone(), 1024, Some(sent), Some(1000)).is_empty());
@@ -760,6 +844,7 @@ mod tests {
             tokens: 354,
             reliable: true,
             base_only: true,
+            bytes: 0,
         };
         let f = check_context(&mut c, 64, Some(base), None);
         assert_eq!(f.len(), 1);
@@ -820,7 +905,7 @@ mod stream_timing_tests {
     fn a_final_count_above_a_continuous_one_is_flagged() {
         let jump = StreamTiming {
             output_tokens: 32,
-            text_bytes: 16,
+            text_bytes: 28,
             delta_chunks: 4,
             continuous_usage: true,
             untimed_tokens: 28,
@@ -910,15 +995,15 @@ mod stream_timing_tests {
             "{}",
             f[0].message
         );
-        // at the line: 2 × 14 + 4 = 32 tokens may ride on 14 bytes (a held-back burst)
+        // at the line: 28 + 4 = 32 tokens may ride on 28 bytes (a held-back burst)
         let burst = StreamTiming {
-            first_event_text_bytes: Some(14),
+            first_event_text_bytes: Some(28),
             ..claim
         };
         let f = check_stream_timing(&[burst, burst]);
         assert_eq!((f.len(), f[0].invalid), (1, false), "{f:?}");
         let over = StreamTiming {
-            first_event_text_bytes: Some(13),
+            first_event_text_bytes: Some(27),
             ..claim
         };
         assert!(check_stream_timing(&[over, over])[0].invalid);
@@ -937,16 +1022,16 @@ mod stream_timing_tests {
 
     #[test]
     fn usage_beyond_what_the_text_carried_is_flagged_at_the_line() {
-        // 97 one-byte chunks: the line is 2 × 97 + 97 + 16 = 307 tokens
+        // 97 one-byte chunks: the line is 97 + 97 + 8 = 202 tokens
         let at_line = StreamTiming {
-            output_tokens: 307,
+            output_tokens: 202,
             text_bytes: 97,
             delta_chunks: 97,
             ..StreamTiming::default()
         };
         assert!(check_stream_timing(&[at_line]).is_empty());
         let over = StreamTiming {
-            output_tokens: 308,
+            output_tokens: 203,
             ..at_line
         };
         let f = check_stream_timing(&[over]);
@@ -960,19 +1045,25 @@ mod stream_timing_tests {
             "{}",
             f[0].message
         );
-        // up to 4 × (2 × 97 + 97) + 16 = 1180 is a warning; beyond it the cell is invalid
+        // up to 1.5 × (97 + 97) + 8 = 299 is a warning; beyond it the cell is invalid
         let warned = StreamTiming {
-            output_tokens: 1180,
+            output_tokens: 299,
             ..at_line
         };
         assert!(!check_stream_timing(&[warned])[0].invalid);
         let just_over = StreamTiming {
-            output_tokens: 1181,
+            output_tokens: 300,
             ..at_line
         };
         assert!(check_stream_timing(&[just_over])[0].invalid);
-        let f = check_stream_timing(&[warned, warned]);
-        assert_eq!((f.len(), f[0].invalid), (1, false), "{f:?}");
+        // break-it round 7: usage + 9 per "tok " chunk (4 bytes): 9 × 40 = 360 > 1.5 × 200 + 8
+        let x9 = StreamTiming {
+            output_tokens: 360,
+            text_bytes: 160,
+            delta_chunks: 40,
+            ..StreamTiming::default()
+        };
+        assert!(check_stream_timing(&[x9, x9])[0].invalid);
         // the inflating server: ~60 tokens per one-byte chunk
         let inflate = StreamTiming {
             output_tokens: 5_800,
@@ -990,9 +1081,10 @@ mod stream_timing_tests {
             "{}",
             f[0].message
         );
-        // half of the cell's requests far beyond the line is enough; one in three is a warning
-        assert!(check_stream_timing(&[inflate, plain()])[0].invalid);
-        let f = check_stream_timing(&[inflate, warned, plain()]);
+        // break-it round 7: one lying request among honest ones is enough (2 of 5 lying gave
+        // 38 × the true rate); one slightly over the line is a warning
+        assert!(check_stream_timing(&[inflate, plain(), plain(), plain()])[0].invalid);
+        let f = check_stream_timing(&[warned, plain(), plain()]);
         assert_eq!((f.len(), f[0].invalid), (1, false), "{f:?}");
         // break-it round 6: 640 tokens over ten role-only chunks, no text (no delta chunk counts)
         let roles = StreamTiming {
@@ -1000,7 +1092,7 @@ mod stream_timing_tests {
             ..StreamTiming::default()
         };
         assert!(check_stream_timing(&[roles, roles])[0].invalid);
-        // 64 tokens over no text and one chunk (the usage growth): 64 > 4 × 1 + 16
+        // 64 tokens over no text and one chunk (the usage growth): 64 > 1.5 × 1 + 8
         let small = StreamTiming {
             output_tokens: 64,
             delta_chunks: 1,
@@ -1009,19 +1101,42 @@ mod stream_timing_tests {
         assert!(check_stream_timing(&[small, small])[0].invalid);
         // a stop string's tokens removed from a short answer stay a warning at most
         let stop = StreamTiming {
-            output_tokens: 40,
+            output_tokens: 24,
             text_bytes: 6,
             delta_chunks: 6,
             ..StreamTiming::default()
         };
         let f = check_stream_timing(&[stop]);
-        assert!(f.iter().all(|f| !f.invalid), "{f:?}");
-        // hidden reasoning the server reported explains tokens without text
+        assert!(!f.is_empty() && f.iter().all(|f| !f.invalid), "{f:?}");
+        // hidden reasoning the server reported explains tokens without text, with a warning
+        // (break-it round 7: 296 of 300 tokens hidden read ok at 75 × the visible rate, no word)
         let reasoning = StreamTiming {
             reasoning_tokens: Some(5_600),
             ..inflate
         };
-        assert!(check_stream_timing(&[reasoning]).is_empty());
+        let f = check_stream_timing(&[reasoning]);
+        assert_eq!(
+            (f.len(), f[0].kind, f[0].invalid),
+            (1, FailureKind::UsageImplausible, false),
+            "{f:?}"
+        );
+        assert!(
+            f[0].message.contains("hidden reasoning"),
+            "{}",
+            f[0].message
+        );
+        assert!(
+            f[0].message.contains("up to 5600 of 5800 tokens"),
+            "{}",
+            f[0].message
+        );
+        // reasoning that came as text is no hidden reasoning
+        let shown = StreamTiming {
+            reasoning_tokens: Some(100),
+            output_tokens: 200,
+            ..at_line
+        };
+        assert!(check_stream_timing(&[shown]).is_empty());
         // text-less tokens each in their own chunk (vLLM's `content: ""`) are backed by chunks
         let empty_text = StreamTiming {
             output_tokens: 100,
@@ -1030,8 +1145,6 @@ mod stream_timing_tests {
             ..StreamTiming::default()
         };
         assert!(check_stream_timing(&[empty_text]).is_empty());
-        // a minority of unbacked requests is not flagged
-        assert!(check_stream_timing(&[plain(), plain(), over]).is_empty());
     }
 
     #[test]

@@ -490,8 +490,24 @@ pub async fn calibrate(
             detail: format!("calibration prompt_tokens did not grow ({p0} → {p1})"),
         }));
     }
-    Ok((chars as f64 / (p1 - p0) as f64, p0 as f64))
+    let cpt = chars as f64 / (p1 - p0) as f64;
+    if cpt < MIN_CHARS_PER_TOKEN {
+        return Err(fail(HttpError::Body {
+            url: client.target().url(endpoint.path()),
+            detail: format!(
+                "calibration implausible: the server counted {} prompt tokens for {chars} characters of ASCII padding ({cpt:.2} characters per token; a token is at least one): usage.prompt_tokens is no count of what was sent",
+                p1 - p0
+            ),
+        }));
+    }
+    Ok((cpt, p0 as f64))
 }
+
+/// Fewest characters of the ASCII padding per token a calibration may find: a byte-level
+/// tokenizer's token is at least one byte (break-it round 7: a server counting 10 × the prompt
+/// calibrated to 0.40 and sized every context to a tenth, with prefill rows `ok` at 10 × the
+/// true rate). A calibration below it fails, and the run falls back to the uncalibrated guess.
+pub const MIN_CHARS_PER_TOKEN: f64 = 1.0;
 
 /// One entry of the calibration cache file.
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
@@ -549,7 +565,7 @@ impl CalibrationCache {
     pub fn get(&self, key: &str) -> Option<CalibrationEntry> {
         self.load_all()
             .remove(key)
-            .filter(|e| e.chars_per_token.is_finite() && e.chars_per_token > 0.0)
+            .filter(|e| e.chars_per_token.is_finite() && e.chars_per_token >= MIN_CHARS_PER_TOKEN)
     }
 
     /// Stores `entry` under `key` (atomic temp-file rename). Errors are returned, not hidden.

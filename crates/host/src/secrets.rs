@@ -2,7 +2,9 @@
 //!
 //! Rules ([`redact_args`], [`redact_text`], [`redact_json`]):
 //! * a variable or flag whose **name** contains one of [`SECRET_MARKERS`] (`KEY`, `TOKEN`,
-//!   `SECRET`, `PASSWORD`, `PASSWD`, `PASS`, `AUTH`, `CREDENTIAL`, `BEARER`, `COOKIE`;
+//!   `SECRET`, `PASSWORD`, `PASSWD`, `PASSPHRASE`, `AUTH`, `CREDENTIAL`, `BEARER`, `COOKIE`,
+//!   `JWT`, `SIGNATURE`, …) or one of the whole words [`SECRET_WORDS`] (`PASS`, `PW`, `PWD`,
+//!   `OTP`, `SIG`, `SESSION`, …);
 //!   case-insensitive, `-` counts as `_`, camel case as written: `--api-key X`, `--api-key=X`,
 //!   `--api_key`, `--apiKey`, `HF_TOKEN=X`) has its value replaced by [`REDACTED`]; so do the
 //!   short flags [`SECRET_SHORT_FLAGS`] (`-k X`);
@@ -22,24 +24,64 @@
 
 use serde_json::Value;
 
+/// Characters that draw nothing (format characters, fillers, variation selectors): the same
+/// set the report and the logs blank (`servebench_results::is_bidi_control`).
+fn is_invisible(c: char) -> bool {
+    servebench_results::is_bidi_control(c)
+}
+
+/// `hay` with every occurrence of `needle` (ASCII case ignored) replaced by [`REDACTED`];
+/// `None` when there is none. ASCII lowercasing keeps byte offsets, so the positions found in
+/// the lowered text are those of the original.
+fn replace_ignoring_ascii_case(hay: &str, needle: &str) -> Option<String> {
+    if needle.is_empty() {
+        return None;
+    }
+    let (h, n) = (hay.to_ascii_lowercase(), needle.to_ascii_lowercase());
+    let mut out = String::with_capacity(hay.len());
+    let mut last = 0;
+    for (i, _) in h.match_indices(&n) {
+        if i < last {
+            continue;
+        }
+        out.push_str(&hay[last..i]);
+        out.push_str(REDACTED);
+        last = i + n.len();
+    }
+    if last == 0 {
+        return None;
+    }
+    out.push_str(&hay[last..]);
+    Some(out)
+}
+
 /// What a secret value is replaced with.
 pub const REDACTED: &str = "<redacted>";
 
-/// Name fragments that mark a secret (upper case). `PASS` and `PW` count as a whole
-/// `_`-separated word only (`--pass`, `DB_PASS`, `--admin-pw`; not `PASSTHROUGH`, `BYPASS`,
-/// `PWD`).
-pub const SECRET_MARKERS: [&str; 11] = [
+/// Name fragments that mark a secret (upper case), anywhere in the name.
+pub const SECRET_MARKERS: [&str; 14] = [
     "KEY",
     "TOKEN",
     "SECRET",
     "PASSWORD",
     "PASSWD",
+    "PASSPHRASE",
     "AUTH",
     "CREDENTIAL",
     "BEARER",
     "COOKIE",
     "HMAC",
     "LICENSE",
+    "JWT",
+    "SIGNATURE",
+];
+
+/// Name words that mark a secret only as a whole `_`-separated word (`--pass`, `DB_PASS`,
+/// `--admin-pw`, `--mysql-pwd`, `--otp`, `--sig`, `--session-id`, `--cred`, `--tok`, `--sk`;
+/// not `PASSTHROUGH`, `BYPASS`, `SIGMA`, `SKIP`). The variable `PWD` itself (the working
+/// directory) and `OLDPWD` are not secrets.
+pub const SECRET_WORDS: [&str; 10] = [
+    "PASS", "PW", "PWD", "OTP", "SIG", "SESSION", "CRED", "CREDS", "TOK", "SK",
 ];
 
 /// Short flags whose value is a secret (`-k` is the API key of several servers and clients).
@@ -84,7 +126,14 @@ pub fn is_secret_name(name: &str) -> bool {
         .replace('-', "_")
         .replace("TOKENIZER", "")
         .replace("TOKENS", "");
-    SECRET_MARKERS.iter().any(|m| up.contains(m)) || up.split('_').any(|w| w == "PASS" || w == "PW")
+    if up == "PWD" || up == "OLDPWD" {
+        return false;
+    }
+    SECRET_MARKERS.iter().any(|m| up.contains(m))
+        || up
+            .trim_start_matches('_')
+            .split('_')
+            .any(|w| SECRET_WORDS.contains(&w))
 }
 
 /// True when `name` has one of the [`ENGINE_ENV_PREFIXES`].
@@ -221,7 +270,16 @@ fn secret_header(a: &str) -> Option<&str> {
 pub fn redact_args(args: &[String]) -> Vec<String> {
     let mut out = Vec::with_capacity(args.len());
     let mut redact_next = false;
+    let mut after_user = false;
     for a in args {
+        // curl's `-u user:password` (`--user` too): the password goes, the user stays
+        let user = std::mem::replace(&mut after_user, a == "-u" || a == "--user");
+        if user && !a.contains("://") {
+            if let Some((name, _)) = a.split_once(':') {
+                out.push(format!("{name}:{}", redacted_value(&a[name.len() + 1..])));
+                continue;
+            }
+        }
         if redact_next {
             redact_next = false;
             // `--disable-auth --port 8000`: a boolean flag, the next one is no secret.
@@ -437,10 +495,20 @@ pub fn redact_text(s: &str) -> String {
     }
     let mut out = String::with_capacity(s.len());
     let mut redact_next = false;
+    let mut after_user = false;
     for (sep, w) in pieces {
         out.push_str(sep);
         if w.is_empty() {
             continue;
+        }
+        // curl's `-u user:password` inside a command string
+        let bare = w.trim_start_matches(['\'', '"']);
+        let user = std::mem::replace(&mut after_user, bare == "-u" || bare == "--user");
+        if user && !w.contains("://") {
+            if let Some((name, value)) = w.split_once(':') {
+                out.push_str(&format!("{name}:{}", redacted_value(value)));
+                continue;
+            }
         }
         let lower = w.to_ascii_lowercase();
         let scheme_word = matches!(
@@ -555,12 +623,32 @@ impl Scrubber {
         self.secrets.is_empty()
     }
 
-    /// `s` with every known secret value replaced by [`REDACTED`].
+    /// `s` with every known secret value replaced by [`REDACTED`]. The match ignores ASCII
+    /// case (a server that echoes `bearer CANARY` lower-cased) and, when invisible format
+    /// characters ([`is_invisible`]) stand in `s`, them too: a key split by soft hyphens or
+    /// zero-width spaces is found, and the text is given back without those characters.
     pub fn scrub_str(&self, s: &str) -> String {
         let mut out = s.to_string();
+        if out.chars().any(is_invisible) {
+            let cleaned: String = out.chars().filter(|c| !is_invisible(*c)).collect();
+            let mut hit = false;
+            let scrubbed = self.scrub_visible(&cleaned, &mut hit);
+            if hit {
+                return scrubbed;
+            }
+        }
+        let mut hit = false;
+        out = self.scrub_visible(&out, &mut hit);
+        out
+    }
+
+    /// Replaces every known secret in `s`, ignoring ASCII case; sets `hit` when one was found.
+    fn scrub_visible(&self, s: &str, hit: &mut bool) -> String {
+        let mut out = s.to_string();
         for sec in &self.secrets {
-            if out.contains(sec.as_str()) {
-                out = out.replace(sec.as_str(), REDACTED);
+            if let Some(r) = replace_ignoring_ascii_case(&out, sec) {
+                out = r;
+                *hit = true;
             }
         }
         out
@@ -695,6 +783,91 @@ mod tests {
 
     fn s(v: &[&str]) -> Vec<String> {
         v.iter().map(|x| x.to_string()).collect()
+    }
+
+    /// Break-it round 7: flags and variables that carried a canary into every output.
+    #[test]
+    fn round_7_secret_names_and_curl_user() {
+        for n in [
+            "--passphrase",
+            "--pwd",
+            "--mysql-pwd",
+            "--cred",
+            "--jwt",
+            "--signature",
+            "--sig",
+            "--otp",
+            "--tok",
+            "--sk",
+            "--session-id",
+            "VLLM_PASSPHRASE",
+            "VLLM_PWD",
+            "VLLM_JWT",
+            "VLLM_SIG",
+            "VLLM_SESSION",
+            "HF_HUB_SESSION",
+        ] {
+            assert!(is_secret_name(n), "{n}");
+        }
+        for n in [
+            "PWD",
+            "OLDPWD",
+            "--max-num-seqs",
+            "--tensor-parallel-size",
+            "--skip-tokenizer-init",
+            "SIGMA",
+            "--disable-sig-handlers-not",
+            "--port",
+        ] {
+            if n == "--disable-sig-handlers-not" {
+                continue; // SIG as a word: a flag named so is redacted, by design
+            }
+            assert!(!is_secret_name(n), "{n}");
+        }
+        let out = redact_args(&s(&[
+            "curl",
+            "-u",
+            "admin:CANARY1",
+            "http://h",
+            "--user",
+            "me:CANARY2",
+            "-u",
+            "plain",
+        ]));
+        assert_eq!(
+            out,
+            s(&[
+                "curl",
+                "-u",
+                "admin:<redacted>",
+                "http://h",
+                "--user",
+                "me:<redacted>",
+                "-u",
+                "plain"
+            ])
+        );
+        let line = redact_args(&s(&["sh", "-c", "curl -u admin:CANARY3 http://h"]));
+        assert!(!line.join(" ").contains("CANARY3"), "{line:?}");
+        let out = redact_args(&s(&["vllm", "--mysql-pwd=CANARY4", "--otp", "CANARY5"]));
+        assert!(!out.join(" ").contains("CANARY"), "{out:?}");
+    }
+
+    /// Break-it round 7: an echoed key lower-cased, or split by soft hyphens / zero-width
+    /// spaces, passed the exact-match scrubber.
+    #[test]
+    fn the_scrubber_ignores_ascii_case_and_invisible_characters() {
+        let sc = Scrubber::new(Vec::<(String, String)>::new(), ["CanaryKey123".to_string()]);
+        assert_eq!(
+            sc.scrub_str("error: bearer canarykey123 refused"),
+            "error: bearer <redacted> refused"
+        );
+        assert_eq!(sc.scrub_str("CANARYKEY123"), "<redacted>");
+        let split = "key Can\u{00AD}ary\u{200B}Key\u{00AD}123 end";
+        assert_eq!(sc.scrub_str(split), "key <redacted> end");
+        // text without the secret keeps its invisible characters (a model id stays as sent)
+        assert_eq!(sc.scrub_str("a\u{200B}b"), "a\u{200B}b");
+        assert_eq!(sc.scrub_str("nothing here"), "nothing here");
     }
 
     #[test]

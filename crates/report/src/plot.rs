@@ -77,7 +77,10 @@ pub fn line_chart(chart: &Chart<'_>) -> anyhow::Result<Option<String>> {
         .series
         .iter()
         .flat_map(|s| s.points.iter().map(|&(x, y)| (fx(x), y)))
-        .filter(|(x, y)| x.is_finite() && y.is_finite())
+        // values past ±1e300 leave no room for the axis padding (f64::MAX × 1.12 is inf, and
+        // the plotting library then never finishes its ticks: break-it round 7); such a value
+        // is no measurement, so it is not drawn
+        .filter(|(x, y)| x.abs() <= 1e300 && y.abs() <= 1e300)
         .collect();
     if pts.is_empty() {
         return Ok(None);
@@ -209,5 +212,35 @@ fn short_num(v: f64) -> String {
         format!("{v:.1}")
     } else {
         format!("{v:.3}")
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn chart(points: Vec<(f64, f64)>) -> Chart<'static> {
+        Chart {
+            title: "t",
+            x_desc: "C",
+            y_desc: "tok/s",
+            x_scale: XScale::Log2,
+            series: vec![Series {
+                name: "x".into(),
+                points,
+                point_labels: None,
+                color: 0,
+                dashed: false,
+            }],
+        }
+    }
+
+    /// Break-it round 7: `report --format html` spun forever on an `aggregate_tps` of f64::MAX.
+    #[test]
+    fn values_without_room_for_an_axis_are_not_drawn() {
+        let bad = chart(vec![(1.0, f64::MAX), (2.0, f64::INFINITY), (4.0, f64::NAN)]);
+        assert_eq!(line_chart(&bad).unwrap(), None);
+        let some = chart(vec![(1.0, f64::MAX), (2.0, 1e300), (4.0, 3.0)]);
+        assert!(line_chart(&some).unwrap().is_some());
     }
 }

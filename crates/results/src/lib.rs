@@ -29,16 +29,42 @@ pub mod check;
 /// (break-it round 6): zero-width space and joiners (U+200B–U+200D), the line and paragraph
 /// separators U+2028 / U+2029 (a line break to a terminal), word joiner and invisible operators
 /// (U+2060–U+2064), the byte-order mark U+FEFF and the tag characters (U+E0000–U+E007F).
+/// Break-it round 7 added the rest of Unicode's format characters (category Cf: soft hyphen,
+/// Arabic and Syriac marks, the deprecated format controls U+206A–U+206F, interlinear
+/// annotation, shorthand and musical format controls) and the characters that draw nothing
+/// (combining grapheme joiner, Hangul fillers, Khmer inherent vowels, Mongolian variation
+/// selectors, braille blank, variation selectors): a key split by any of them read whole on a
+/// terminal.
 pub fn is_bidi_control(c: char) -> bool {
     matches!(
         c,
-        '\u{061C}'
+        '\u{00AD}'
+            | '\u{034F}'
+            | '\u{0600}'..='\u{0605}'
+            | '\u{061C}'
+            | '\u{06DD}'
+            | '\u{070F}'
+            | '\u{0890}'..='\u{0891}'
+            | '\u{08E2}'
+            | '\u{115F}'..='\u{1160}'
+            | '\u{17B4}'..='\u{17B5}'
+            | '\u{180B}'..='\u{180F}'
             | '\u{200B}'..='\u{200F}'
             | '\u{2028}'..='\u{202E}'
-            | '\u{2060}'..='\u{2064}'
-            | '\u{2066}'..='\u{2069}'
+            | '\u{2060}'..='\u{206F}'
+            | '\u{2800}'
+            | '\u{3164}'
+            | '\u{FE00}'..='\u{FE0F}'
             | '\u{FEFF}'
+            | '\u{FFA0}'
+            | '\u{FFF9}'..='\u{FFFB}'
+            | '\u{110BD}'
+            | '\u{110CD}'
+            | '\u{13430}'..='\u{1343F}'
+            | '\u{1BCA0}'..='\u{1BCA3}'
+            | '\u{1D173}'..='\u{1D17A}'
             | '\u{E0000}'..='\u{E007F}'
+            | '\u{E0100}'..='\u{E01EF}'
     )
 }
 
@@ -55,6 +81,13 @@ mod invisible_tests {
             '\u{2029}',
             '\u{E0041}',
             '\u{2060}',
+            '\u{00AD}',
+            '\u{206A}',
+            '\u{FFF9}',
+            '\u{3164}',
+            '\u{FE0F}',
+            '\u{E0100}',
+            '\u{1D173}',
         ] {
             assert!(super::is_bidi_control(c), "{:04X}", c as u32);
         }

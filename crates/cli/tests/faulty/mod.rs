@@ -71,6 +71,9 @@ pub enum Fault {
     /// 40 one-byte chunks whose continuous usage grows by 60 per chunk (2,400 tokens claimed for
     /// 40 bytes of text).
     InflatedUsage,
+    /// `100 Continue` and `103 Early Hints` interim heads (the second with a `Link` header),
+    /// then a healthy stream (RFC 9110 §15.2: a client skips them).
+    InterimHeads,
     /// Ten role-only chunks, a finish chunk and a usage-only chunk that says max_tokens: no
     /// text at all (break-it round 6, `fewrole`: `ok` at 11,200 tok/s).
     RoleChunksThenUsage,
@@ -374,6 +377,15 @@ fn serve(mut s: TcpStream, cfg: &Config, count: &AtomicUsize) -> std::io::Result
     let healthy = |s: &mut TcpStream, prompt: u64| healthy_n(s, prompt, max_tokens);
     match fault {
         Fault::Healthy => healthy(&mut s, prompt)?,
+        Fault::InterimHeads => {
+            write!(
+                s,
+                "HTTP/1.1 100 Continue\r\n\r\nHTTP/1.1 103 Early Hints\r\nLink: </style.css>; rel=preload\r\n\r\n"
+            )?;
+            s.flush()?;
+            std::thread::sleep(Duration::from_millis(5));
+            healthy(&mut s, prompt)?
+        }
         Fault::HangBeforeHeaders => hang(),
         Fault::HangAfterHeaders => {
             sse_head(&mut s)?;

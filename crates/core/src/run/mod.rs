@@ -95,6 +95,10 @@ pub enum RunError {
         /// The request's failure text (names the limit in words).
         detail: String,
     },
+    /// The stop (`cancel`) came while the server was being probed, before any measurement: no
+    /// results (break-it round 7: a SIGINT waited for the model list's 10 s timeout).
+    #[error("interrupted while probing the server, before any measurement: no results written")]
+    Interrupted,
 }
 
 /// Everything the phases of a run share.
@@ -272,7 +276,10 @@ pub async fn run_resuming(
         "startup server={} run_id={run_id}",
         cfg.target.base_url
     ));
-    let info: ServerInfo = probe_server(&client, cfg.model.as_deref()).await?;
+    let info: ServerInfo = tokio::select! {
+        r = probe_server(&client, cfg.model.as_deref()) => r?,
+        _ = cancel.cancelled() => return Err(RunError::Interrupted),
+    };
     log_server(&events, &info);
     let kv = kv_budget(&cfg, &info, &events);
     let telemetry = info

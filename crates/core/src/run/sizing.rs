@@ -287,6 +287,7 @@ pub(super) fn context_checks(
                     }
                 ),
             base_only: p.input.padding_chars == 0,
+            bytes: p.input.value.to_string().len() as u64,
         });
     let findings = check_context(r, ctx, sent, cold_prompt_tokens);
     for f in &findings {
