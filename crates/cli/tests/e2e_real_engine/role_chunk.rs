@@ -69,8 +69,9 @@ fn the_role_chunk_comes_with_the_first_token_on_vllm() {
         eprintln!("SKIPPED: the role-chunk timing check is for vLLM");
         return;
     }
-    // ~1,500 prompt tokens: a prefill of tens of ms on the CPU engine, far above a decode step
-    let prompt = "lorem ipsum dolor sit amet ".repeat(300);
+    // ~1,000 prompt tokens (of the 2,048-token context): a prefill of tens of ms on the CPU
+    // engine, far above a decode step
+    let prompt = "lorem ipsum dolor sit amet ".repeat(200);
     let mut seen = Vec::new();
     for attempt in 0..3 {
         let events = stream_events(&env, &prompt);
