@@ -284,15 +284,8 @@ pub fn cmd_compare(a: CompareArgs) -> anyhow::Result<ExitCode> {
             let found: Vec<String> = cmps
                 .iter()
                 .flat_map(|c| {
-                    let rows = if *metric == compare_metrics::CompareMetric::Tps {
-                        // the headline keeps its original rule (interval-backed SLOWER only)
-                        c.slower_than(*pct)
-                            .into_iter()
-                            .map(|d| (d, d.tps.pct.unwrap_or(0.0)))
-                            .collect()
-                    } else {
-                        c.worse_than(*metric, *pct, opts.noise_pct)
-                    };
+                    // tps has an interval: the same rule as `slower_than`
+                    let rows = c.worse_than(*metric, *pct, opts.noise_pct);
                     rows.into_iter().map(move |(d, change)| {
                         format!(
                             "{} {} C={} ctx={} {change:+.1}%",
