@@ -40,6 +40,7 @@ fn stream_events(env: &E2eEnv, prompt: &str) -> Vec<(Duration, String)> {
     s.write_all(req.as_bytes()).expect("write the request");
     let t0 = Instant::now();
     let mut events = Vec::new();
+    let mut raw = Vec::new();
     let mut pending = Vec::new();
     let mut buf = [0u8; 16 * 1024];
     loop {
@@ -49,6 +50,9 @@ fn stream_events(env: &E2eEnv, prompt: &str) -> Vec<(Duration, String)> {
             Err(e) => panic!("reading the stream: {e}"),
         };
         let at = t0.elapsed();
+        if raw.len() < 4096 {
+            raw.extend_from_slice(&buf[..n.min(4096 - raw.len())]);
+        }
         pending.extend_from_slice(&buf[..n]);
         while let Some(i) = pending.iter().position(|&b| b == b'\n') {
             let line: Vec<u8> = pending.drain(..=i).collect();
@@ -58,6 +62,12 @@ fn stream_events(env: &E2eEnv, prompt: &str) -> Vec<(Duration, String)> {
             }
         }
     }
+    // an error answer (a 400 for a prompt over the context, say) has no `data:` line: show it
+    assert!(
+        !events.is_empty(),
+        "no SSE event in the answer; it began {:?}",
+        String::from_utf8_lossy(&raw)
+    );
     events
 }
 
@@ -69,9 +79,11 @@ fn the_role_chunk_comes_with_the_first_token_on_vllm() {
         eprintln!("SKIPPED: the role-chunk timing check is for vLLM");
         return;
     }
-    // ~1,000 prompt tokens (of the 2,048-token context): a prefill of tens of ms on the CPU
-    // engine, far above a decode step
-    let prompt = "lorem ipsum dolor sit amet ".repeat(200);
+    // words of the tiny model's tokenizer corpus (scripts/engines/make-tiny-model.py), about one
+    // token each: ~800 prompt tokens of the 2,048-token context (words outside the corpus split
+    // into several byte-level tokens each and overflow it: vLLM then answers 400, no stream).
+    // A prefill of tens of ms on the CPU engine, far above a decode step
+    let prompt = "the server streams each token of the prompt to the model ".repeat(72);
     let mut seen = Vec::new();
     for attempt in 0..3 {
         let events = stream_events(&env, &prompt);
