@@ -732,11 +732,21 @@ impl SustainedRun {
     ) -> Vec<String> {
         let mut warnings = Vec::new();
         if tally.tokens > 0 && tally.multi_event > 0 && !tally.all_continuous() {
-            warnings.push(format!(
+            let mut w = format!(
                 "usage was not streamed on every chunk ({} of {} requests): window tokens were counted one per SSE event, \
-                 corrected by usage only when it arrived; multi-token chunks (speculative decoding) are undercounted",
+                 corrected by each request's final usage spread over its chunks",
                 tally.continuous, tally.multi_event
-            ));
+            );
+            match (tally.fallback_tokens_per_chunk, tally.extrapolated) {
+                (Some(ratio), (n, added)) if n > 0 => w.push_str(&format!(
+                    "; {n} request(s) cut at the window end had no usage yet and were credited {ratio:.2} tokens per chunk, \
+                     the ratio of the finished ones (an estimate: +{added} tokens)"
+                )),
+                _ => w.push_str(
+                    "; a request cut at the window end counts one token per chunk (multi-token chunks undercounted)",
+                ),
+            }
+            warnings.push(w);
         }
         if tally.nonmonotonic_usage {
             warnings.push(NOT_CUMULATIVE_WARNING.into());

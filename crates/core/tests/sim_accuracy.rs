@@ -377,3 +377,39 @@ async fn final_usage_only_servers_are_labelled_fallback() {
     // One token per event: chunk counting is still exact.
     assert_aggregate_matches(&out, &s.truth());
 }
+
+/// Usage only at the end and 4 tokens per chunk (speculative decoding behind a server without
+/// continuous usage stats): the window credit spreads each finished request's final usage over
+/// its chunks and credits requests cut at the end at the finished ones' tokens per chunk
+/// (`WindowTally::of`). Every chunk carries 4 tokens, so both are exact and the aggregate
+/// matches the simulator's emissions within 1%; before, a request ending inside the window
+/// credited its pre-window tokens there and cut requests counted 1 per chunk.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn final_usage_only_with_multi_token_chunks_matches_truth() {
+    let _serial = SERIAL.lock().await;
+    let s = sim(SimConfig {
+        continuous_usage: false,
+        tokens_per_chunk: 4,
+        ..SimConfig::default()
+    });
+    let out = cell(&s, 8, 0, 3.0, 200).await;
+    assert_eq!(
+        out.result.status,
+        CellStatus::Ok,
+        "{}",
+        out.result.status_reason
+    );
+    assert_eq!(
+        out.result.aggregate_source.as_str(),
+        "openai_stream_chunks_fallback"
+    );
+    assert!(
+        out.result
+            .warnings
+            .iter()
+            .any(|w| w.contains("credited 4.00 tokens per chunk")),
+        "{:?}",
+        out.result.warnings
+    );
+    assert_aggregate_matches(&out, &s.truth());
+}

@@ -577,20 +577,40 @@ impl RequestRecord {
     }
 
     /// Output tokens that arrived in `[start, end]` (both edges included): the tokens of its
-    /// timed events inside, plus its untimed tokens when its last token time is inside (they
-    /// belong to that time, issue 8). The rule of the sustained window's per-request credit,
-    /// applied after the fact (steady-state spans, a count revised at finish). Units: tokens.
+    /// timed events inside, plus a share of its untimed tokens. The rule of the sustained
+    /// window's per-request credit, applied after the fact (steady-state spans, a count revised
+    /// at finish). Units: tokens.
+    ///
+    /// Where the untimed tokens go:
+    /// * **continuous usage** (usage on every token event): the few untimed tokens a final
+    ///   usage-only chunk adds belong to the last token event's time (issue 8), so they count
+    ///   when that time is inside;
+    /// * **otherwise** (usage only at the end, or recounted per event): the final usage is the
+    ///   total of tokens that came spread over every chunk (a speculative-decoding server's
+    ///   chunks carry several), so the untimed tokens are spread over the timed ones in
+    ///   proportion: `round(untimed × timed inside / timed)`. Crediting them at the last token
+    ///   would put a request's pre-window tokens inside the window when it ends there
+    ///   (break-it round 7: C = 2, 8 tokens per chunk, the window was credited 9% off).
     pub fn tokens_between(&self, start: Instant, end: Instant) -> u64 {
         let inside = |at: Instant| at >= start && at <= end;
+        let timed_all: u64 = self.timed_events.iter().map(|e| e.tokens).sum();
         let timed: u64 = self
             .timed_events
             .iter()
             .filter(|e| inside(self.sent_at + std::time::Duration::from_nanos(e.after_sent_ns)))
             .map(|e| e.tokens)
             .sum();
-        let untimed = match self.last_token_at {
-            Some(at) if inside(at) => self.untimed_tokens,
-            _ => 0,
+        let untimed = if self.untimed_tokens == 0 {
+            0
+        } else if !self.continuous_usage && timed_all > 0 {
+            // integer rounding of untimed × timed / timed_all (u128: no overflow)
+            let num = self.untimed_tokens as u128 * timed as u128;
+            ((num + timed_all as u128 / 2) / timed_all as u128) as u64
+        } else {
+            match self.last_token_at {
+                Some(at) if inside(at) => self.untimed_tokens,
+                _ => 0,
+            }
         };
         timed + untimed
     }

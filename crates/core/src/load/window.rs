@@ -99,6 +99,13 @@ pub struct WindowTally {
     pub nonmonotonic_usage: bool,
     /// An overlapping request's final usage was below its token events.
     pub usage_below_count: bool,
+    /// Fallback counting: tokens per timed token of the cell's finished requests whose usage
+    /// came only at the end (final usage / tokens counted from their chunks), when above 1
+    /// (chunks carried several tokens). See [`WindowTally::of`].
+    pub fallback_tokens_per_chunk: Option<f64>,
+    /// Requests cut at the window end without any usage that were credited at
+    /// [`fallback_tokens_per_chunk`](Self::fallback_tokens_per_chunk), and the tokens that added.
+    pub extrapolated: (u64, u64),
 }
 
 impl WindowTally {
@@ -129,6 +136,20 @@ impl WindowTally {
 
     /// The tally of `outcomes`.
     ///
+    /// **Usage only at the end** (the fallback of seed spec §4.1: tokens counted one per chunk,
+    /// corrected by the final usage). Chunks that carry several tokens (speculative decoding)
+    /// make both edges of the window wrong unless handled:
+    /// * a finished request's correction is spread over its chunks and only the share of its
+    ///   in-window chunks is credited ([`RequestRecord::tokens_between`]), not all of it at its
+    ///   last token: a request that began before the window would credit its earlier tokens;
+    /// * a request cut at the window end never got its usage: its in-window chunks are
+    ///   credited at the tokens per chunk of the cell's finished fallback requests
+    ///   ([`fallback_tokens_per_chunk`](Self::fallback_tokens_per_chunk), rounded per request),
+    ///   an estimate named in the cell's warning ([`extrapolated`](Self::extrapolated)).
+    ///
+    /// Both are exact when every chunk carries the same number of tokens, and unbiased when
+    /// the number varies independently of the window edges.
+    ///
     /// **A server known to send non-cumulative usage**: when one overlapping request's usage
     /// went down (it was recounted one token per event, seed spec §4.1 fallback), the usage
     /// values of the others are no count either. A request cut at the window end after one
@@ -140,10 +161,24 @@ impl WindowTally {
         let noncumulative = outcomes
             .iter()
             .any(|o| o.record.nonmonotonic_usage && w.holds(&o.record));
-        let mut t = WindowTally::default();
+        let mut t = WindowTally {
+            fallback_tokens_per_chunk: fallback_tokens_per_chunk(&outcomes),
+            ..WindowTally::default()
+        };
         for o in outcomes {
-            let credit = if noncumulative && !o.record.nonmonotonic_usage {
+            let r = &o.record;
+            let credit = if noncumulative && !r.nonmonotonic_usage {
                 o.window_tokens.min(o.window_token_events)
+            } else if !r.continuous_usage && r.untimed_tokens > 0 {
+                r.tokens_between(w.start, w.end)
+            } else if let Some(ratio) = t
+                .fallback_tokens_per_chunk
+                .filter(|_| cut_without_usage(r) && o.window_tokens > 0)
+            {
+                let credit = (o.window_tokens as f64 * ratio).round() as u64;
+                t.extrapolated.0 += 1;
+                t.extrapolated.1 += credit - o.window_tokens;
+                credit
             } else {
                 o.window_tokens
             };
@@ -168,6 +203,30 @@ impl WindowTally {
             AggregateSource::OpenaiStreamChunksFallback
         }
     }
+}
+
+/// A request the window end cut before any usage came (usage only at the end).
+fn cut_without_usage(r: &RequestRecord) -> bool {
+    r.cancelled && !r.completed && r.usage_completion_tokens.is_none() && !r.continuous_usage
+}
+
+/// Tokens per timed token of the finished requests whose usage came only at the end: Σ final
+/// usage / Σ tokens counted from their timed events (one per chunk), when above 1. Requests
+/// with non-cumulative usage (recounted) or usage on their chunks say nothing about it.
+fn fallback_tokens_per_chunk(outcomes: &[&StreamOutcome]) -> Option<f64> {
+    let (mut total, mut timed) = (0u64, 0u64);
+    for o in outcomes {
+        let r = &o.record;
+        if r.completed
+            && r.usage_token_events == 0
+            && !r.nonmonotonic_usage
+            && r.usage_completion_tokens.is_some()
+        {
+            total += r.output_tokens;
+            timed += r.output_tokens - r.untimed_tokens.min(r.output_tokens);
+        }
+    }
+    (timed > 0 && total > timed).then(|| total as f64 / timed as f64)
 }
 
 #[cfg(test)]
@@ -304,5 +363,105 @@ mod tests {
         early.record.nonmonotonic_usage = true;
         let t = WindowTally::of(&w, [&early, &cut]);
         assert_eq!(t.tokens, 32);
+    }
+
+    /// A request whose usage came only at the end: `chunks` token chunks of `per_chunk` tokens
+    /// each from `from` s, one every `dt` s; `usage` sent after them unless cut at `cut` s.
+    fn fallback_request(
+        t0: Instant,
+        from: f64,
+        chunks: usize,
+        dt: f64,
+        per_chunk: usize,
+        cut: Option<f64>,
+        w: &Window,
+    ) -> StreamOutcome {
+        use servebench_sse::SseFramer;
+        let mut framer = SseFramer::new();
+        let mut t = RequestTracker::new(at(t0, from));
+        let text = "tok ".repeat(per_chunk);
+        let chunk = format!(
+            "data: {{\"choices\":[{{\"index\":0,\"delta\":{{\"content\":\"{text}\"}},\"finish_reason\":null}}]}}\n\n"
+        );
+        let mut events_in = 0u64;
+        let mut end = from;
+        for i in 0..chunks {
+            let s = from + (i + 1) as f64 * dt;
+            if cut.is_some_and(|c| s > c) {
+                break;
+            }
+            end = s;
+            framer.push(chunk.as_bytes(), at(t0, s), |ev| {
+                t.apply_event(ev);
+            });
+            if at(t0, s) >= w.start && at(t0, s) <= w.end {
+                events_in += 1;
+            }
+        }
+        let cancelled = cut.is_some();
+        if !cancelled {
+            let usage = format!(
+                "data: {{\"choices\":[],\"usage\":{{\"prompt_tokens\":5,\"completion_tokens\":{}}}}}\n\ndata: [DONE]\n\n",
+                chunks * per_chunk
+            );
+            end += 0.001;
+            framer.push(usage.as_bytes(), at(t0, end), |ev| {
+                t.apply_event(ev);
+            });
+        }
+        let record = t.finish(at(t0, end), !cancelled, cancelled);
+        // the live credit of the stream: one token per chunk inside, plus the whole final
+        // correction when the last chunk is inside (the rule before the fix)
+        let live = events_in
+            + if !cancelled && at(t0, end - 0.001) >= w.start && at(t0, end - 0.001) <= w.end {
+                record.untimed_tokens
+            } else {
+                0
+            };
+        StreamOutcome {
+            record,
+            window_tokens: live,
+            window_token_events: events_in,
+            text: None,
+            read_delay: ReadDelay::default(),
+            facts: Default::default(),
+        }
+    }
+
+    #[test]
+    fn final_usage_is_spread_over_the_chunks_and_cut_requests_take_the_cells_ratio() {
+        // 8 tokens per chunk, usage only at the end (break-it round 7, bigtext_fb): one request
+        // straddles the start, one lies inside, one is cut at the end
+        let t0 = Instant::now();
+        let w = Window {
+            start: at(t0, 10.0),
+            end: at(t0, 20.0),
+        };
+        let straddler = fallback_request(t0, 6.1, 40, 0.2, 8, None, &w); // chunks 6.3..14.1
+        let inside = fallback_request(t0, 14.0, 20, 0.2, 8, None, &w); // 14.2..18.0
+        let cut = fallback_request(t0, 18.1, 40, 0.2, 8, Some(20.05), &w); // 18.3..19.9
+        assert_eq!(straddler.record.untimed_tokens, 40 * 7);
+        assert!(cut.record.cancelled && cut.record.usage_completion_tokens.is_none());
+        let t = WindowTally::of(&w, [&straddler, &inside, &cut]);
+        // the rule before: the straddler's whole correction inside, the cut one 1 per chunk
+        let before: u64 = [&straddler, &inside, &cut]
+            .iter()
+            .map(|o| o.window_tokens)
+            .sum();
+        assert_eq!(before, (21 + 280) + 160 + 9);
+        // truth: chunks inside the window × 8: 21 + 20 + 9 = 50 chunks
+        assert_eq!(t.tokens, 50 * 8, "{t:?}");
+        assert_eq!(t.token_events, 50);
+        assert_eq!(t.fallback_tokens_per_chunk, Some(8.0));
+        assert_eq!(t.extrapolated, (1, 9 * 7));
+        // without finished requests there is no ratio: the cut request counts its chunks
+        let t = WindowTally::of(&w, [&cut]);
+        assert_eq!((t.tokens, t.extrapolated), (9, (0, 0)));
+        assert_eq!(t.fallback_tokens_per_chunk, None);
+        // one token per chunk: usage agrees with the chunks, nothing is estimated
+        let one = fallback_request(t0, 14.0, 20, 0.2, 1, None, &w);
+        let cut1 = fallback_request(t0, 18.1, 40, 0.2, 1, Some(20.05), &w);
+        let t = WindowTally::of(&w, [&one, &cut1]);
+        assert_eq!((t.tokens, t.fallback_tokens_per_chunk), (29, None));
     }
 }
