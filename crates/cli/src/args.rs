@@ -524,6 +524,17 @@ pub struct RunArgs {
         default_value_t = 5
     )]
     pub burst_requests_per_concurrency: u64,
+    /// Wall-clock deadline of each request-count or Burst / E2E cell's batches (warmup and
+    /// measured), s; 0 = none. At the deadline the requests in flight are cut and the cell is
+    /// invalid (`batch_timeout`).
+    #[arg(
+        help_heading = "Request-count and Burst / E2E layers",
+        long,
+        value_name = "SECONDS",
+        default_value_t = servebench_core::run::DEFAULT_BATCH_TIMEOUT_S,
+        allow_negative_numbers = true
+    )]
+    pub batch_timeout: f64,
     /// Hardware monitor period, s: GPU (NVML, else nvidia-smi) and CPU samples for the per-cell
     /// hardware_summary, the run's hardware_run_summary and energy per output token.
     #[arg(
@@ -677,6 +688,12 @@ impl RunArgs {
             }
         }
         let stable = positive_secs("stable-seconds", self.stable_seconds)?;
+        if !(self.batch_timeout.is_finite() && (0.0..=604_800.0).contains(&self.batch_timeout)) {
+            usage_bail!(
+                "--batch-timeout must be between 0 (none) and 604800 s (got {})",
+                self.batch_timeout
+            );
+        }
         if self.burst_requests_per_concurrency == 0 {
             usage_bail!("--burst-requests-per-concurrency must be ≥ 1");
         }
@@ -727,6 +744,7 @@ impl RunArgs {
             "prefill_duration": self.prefill_duration,
             "request_count": self.request_count,
             "run_burst": self.run_burst,
+            "batch_timeout": self.batch_timeout,
             "hw_monitor_interval": self.hw_monitor_interval,
             "no_hw_monitor": self.no_hw_monitor,
             "prompt_cache": self.prompt_cache.map(|p| format!("{p:?}").to_lowercase()),
@@ -776,6 +794,8 @@ impl RunArgs {
                 burst_request_count: self.burst_request_count,
                 burst_warmup_request_count: self.burst_warmup_request_count,
                 burst_requests_per_concurrency: self.burst_requests_per_concurrency,
+                batch_timeout: (self.batch_timeout > 0.0)
+                    .then(|| std::time::Duration::from_secs_f64(self.batch_timeout)),
                 prompt_cache: self.prompt_cache.map(|p| match p {
                     PromptCacheArg::Cold => servebench_core::cache::PromptCache::Cold,
                     PromptCacheArg::Shared => servebench_core::cache::PromptCache::Shared,

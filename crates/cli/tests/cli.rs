@@ -298,6 +298,13 @@ fn invalid_flags_fail_with_one_clear_line() {
     out.runtime_error(2, &["--duration", "-1"]);
 
     let out = b.run_env(
+        &["run", "--url", url, "--batch-timeout", "-5"],
+        &[],
+        QUICK_TIMEOUT,
+    );
+    out.runtime_error(2, &["--batch-timeout", "-5"]);
+
+    let out = b.run_env(
         &["run", "--url", url, "--duration", "0"],
         &[],
         QUICK_TIMEOUT,

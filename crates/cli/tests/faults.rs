@@ -292,6 +292,71 @@ fn pings_after_the_first_token_end_the_request_in_bounded_time() {
 }
 
 #[test]
+fn a_request_count_cell_ends_at_its_batch_deadline() {
+    // every request pauses 20 s after 2 tokens, inside the 30 s stream idle timeout: only the
+    // cell's wall-clock deadline ends the batch (break-it round 7: a server that trickles just
+    // inside the per-request deadlines held request-count and Burst cells for hours)
+    let s = faulty::start(Config::new(
+        Fault::PauseMidStream {
+            burst: 2,
+            pause_ms: 20_000,
+        },
+        1,
+    ));
+    let r = run(
+        &s.url(),
+        &[
+            "--request-count",
+            "3",
+            "--stream-idle-timeout",
+            "30",
+            "--batch-timeout",
+            "2",
+        ],
+        SHORT_LIMIT,
+    );
+    let c = invalid_with(&r, "batch_timeout");
+    let reason = c["status_reason"].as_str().unwrap();
+    assert!(
+        reason.contains("deadline (2 s for its batches) passed during the measured batch")
+            && reason.contains("1 in flight were cut, 2 never sent"),
+        "{reason}"
+    );
+    assert!(r.elapsed < Duration::from_secs(12), "{}", r.dump());
+    // a warmup batch is held to the same deadline
+    let s = faulty::start(Config::new(
+        Fault::PauseMidStream {
+            burst: 2,
+            pause_ms: 20_000,
+        },
+        1,
+    ));
+    let r = run(
+        &s.url(),
+        &[
+            "--request-count",
+            "3",
+            "--warmup-request-count",
+            "1",
+            "--stream-idle-timeout",
+            "30",
+            "--batch-timeout",
+            "2",
+        ],
+        SHORT_LIMIT,
+    );
+    let c = invalid_with(&r, "batch_timeout");
+    assert!(
+        c["status_reason"]
+            .as_str()
+            .unwrap()
+            .contains("during the warmup batch"),
+        "{c:#}"
+    );
+    assert!(r.elapsed < Duration::from_secs(12), "{}", r.dump());
+}
+
+#[test]
 fn endless_text_with_usage_stuck_is_cut_as_ignoring_max_tokens() {
     // usage says 1 for ever while text keeps coming: the token events pass the endless bound
     let s = faulty::start(Config::new(Fault::EndlessUsageStuck, 1));

@@ -10,6 +10,10 @@
 //!   runs to its end. `aggregate_tps = Σ completion_tokens of completed requests / wall time`
 //!   (from the measurement start to the end of the last request).
 //! * A failed request makes the cell `invalid` (the failure is kept as the reason).
+//! * Deadline ([`BurstJob::deadline`]): when the warmup and measured batches are not done by
+//!   then, the requests in flight are cut and the cell is `invalid` with `batch_timeout`
+//!   (requests finished, cut and never sent in the reason): per-request deadlines alone let a
+//!   server that trickles tokens just inside the stream idle timeout hold a batch for hours.
 
 use std::sync::atomic::Ordering;
 use std::sync::Arc;
@@ -58,6 +62,9 @@ pub struct BurstJob {
     pub total: usize,
     /// Where the rows of the measured requests go (`--export-requests`), when exported.
     pub export: Option<crate::export::ExportSink>,
+    /// Wall-clock deadline of the warmup and measured batches together, from the end of the
+    /// scout (`--batch-timeout`); `None` = none beyond the per-request deadlines.
+    pub deadline: Option<Duration>,
 }
 
 /// Result of a burst cell and its scout.
@@ -98,6 +105,36 @@ fn batch_spec(
     )
 }
 
+/// When the cell started, and its batches' deadline.
+#[derive(Clone, Copy)]
+struct CellClock {
+    started: Instant,
+    deadline: Option<Instant>,
+}
+
+/// Waits until `deadline` (forever when `None`).
+async fn until(deadline: Option<Instant>) {
+    match deadline {
+        Some(d) => tokio::time::sleep_until(d.into()).await,
+        None => std::future::pending().await,
+    }
+}
+
+/// The reason of a cell whose batch passed its deadline.
+fn deadline_reason(
+    phase: &str,
+    timeout: Option<Duration>,
+    done: u64,
+    cut: u64,
+    not_sent: u64,
+) -> String {
+    format!(
+        "batch_timeout: the cell's deadline ({:.0} s for its batches) passed during the {phase} batch: \
+         {done} requests had finished, {cut} in flight were cut, {not_sent} never sent",
+        timeout.unwrap_or_default().as_secs_f64()
+    )
+}
+
 /// Records and fault facts of a finished batch, completion order.
 fn split(outcomes: Vec<RequestOutcome>) -> (Vec<RequestRecord>, Vec<StreamFacts>) {
     outcomes
@@ -134,6 +171,8 @@ struct Measured {
     records: Vec<RequestRecord>,
     facts: Vec<StreamFacts>,
     failure: FirstFailure,
+    /// The deadline cut the batch: the requests never sent.
+    cut: Option<u64>,
     start: Instant,
     end: Instant,
     edges: (Option<TimedScrape>, Option<TimedScrape>),
@@ -192,14 +231,43 @@ pub async fn run_burst_cell(
         }
     }
 
+    let deadline = job.deadline.map(|d| Instant::now() + d);
     if job.warmup_count > 0 {
         let cold = job.cold_run_id.as_deref().map(|id| (id, 0));
         let spec = batch_spec(path, &job.body, cold, job.warmup_count, c);
-        let report = Load::run(client, spec, run_cancel).await;
+        let mut load = Load::start(client, spec, run_cancel);
+        let mut outcomes = Vec::new();
+        let mut cut = false;
+        loop {
+            tokio::select! {
+                o = load.next() => match o {
+                    Some(o) => outcomes.push(o),
+                    None => break,
+                },
+                _ = until(deadline), if !cut => {
+                    cut = true;
+                    load.stop();
+                }
+            }
+        }
+        let report = load.finish().await;
         if run_cancel.is_cancelled() {
             return interrupted(m, scout);
         }
-        count_429(&split(report.outcomes).1, &mut m.counts);
+        outcomes.extend(report.outcomes);
+        let (records, facts) = split(outcomes);
+        count_429(&facts, &mut m.counts);
+        if cut {
+            let done = records.iter().filter(|r| r.completed).count() as u64;
+            let cut_n = records.iter().filter(|r| r.cancelled).count() as u64;
+            m.verdict = Verdict::new(
+                CellStatus::Invalid,
+                deadline_reason("warmup", job.deadline, done, cut_n, report.not_sent),
+                Some(FailureKind::BatchTimeout),
+            );
+            events.log(format!("cell invalid {label}: {}", m.verdict.reason));
+            return ended(&m, scout, false);
+        }
         if let Some((err, kind)) = report.first_failure {
             m.verdict = Verdict::new(
                 CellStatus::Invalid,
@@ -211,7 +279,11 @@ pub async fn run_burst_cell(
         }
     }
 
-    let batch = measure(client, path, &job, events, telemetry, run_cancel, t_cell).await;
+    let clock = CellClock {
+        started: t_cell,
+        deadline,
+    };
+    let batch = measure(client, path, &job, events, telemetry, run_cancel, clock).await;
     if run_cancel.is_cancelled() {
         return interrupted(m, scout);
     }
@@ -242,8 +314,12 @@ async fn measure(
     events: &EventSink,
     telemetry: Option<&Telemetry>,
     run_cancel: &CancellationToken,
-    t_cell: Instant,
+    clock: CellClock,
 ) -> Measured {
+    let CellClock {
+        started: t_cell,
+        deadline,
+    } = clock;
     let c = job.spec.concurrency;
     let stop_sampler = CancellationToken::new();
     let sampler = telemetry.map(|t| Sampler::spawn(t.clone(), SAMPLE_EVERY, stop_sampler.clone()));
@@ -264,12 +340,17 @@ async fn measure(
     let mut load = Load::start(client, spec, run_cancel);
     let mut tick = tokio::time::interval(Duration::from_millis(250));
     let mut outcomes = Vec::with_capacity(job.request_count as usize);
+    let mut cut = false;
     loop {
         tokio::select! {
             o = load.next() => match o {
                 Some(o) => outcomes.push(o),
                 None => break,
             },
+            _ = until(deadline), if !cut => {
+                cut = true;
+                load.stop();
+            }
             _ = tick.tick() => {
                 let live = load.counters().live_tokens.load(Ordering::Relaxed);
                 events.emit(RunEvent::Progress(CellProgress {
@@ -289,6 +370,7 @@ async fn measure(
     let report = load.finish().await;
     let end = Instant::now();
     outcomes.extend(report.outcomes);
+    let not_sent = report.not_sent;
     let edge_end = match telemetry {
         Some(t) => t.edge_scrape().await,
         None => None,
@@ -303,6 +385,7 @@ async fn measure(
         records,
         facts,
         failure: report.first_failure,
+        cut: cut.then_some(not_sent),
         start,
         end,
         edges: (edge_start, edge_end),
@@ -323,6 +406,7 @@ fn finish(
         records,
         facts,
         failure,
+        cut,
         start,
         end,
         edges: (edge_start, edge_end),
@@ -352,6 +436,22 @@ fn finish(
         aggregate_source: None,
     };
     count_429(&facts, &mut m.counts);
+    if let Some(not_sent) = cut {
+        let cut_n = records.iter().filter(|r| r.cancelled).count() as u64;
+        m.verdict = Verdict::new(
+            CellStatus::Invalid,
+            deadline_reason(
+                "measured",
+                job.deadline,
+                m.counts.completed,
+                cut_n,
+                not_sent,
+            ),
+            Some(FailureKind::BatchTimeout),
+        );
+        m.window = Some(totals);
+        return records;
+    }
     if let Some((err, kind)) = failure {
         m.verdict = Verdict::new(
             CellStatus::Invalid,

@@ -247,6 +247,9 @@ string_enum! {
         SingleWrite = "single_write",
         /// A stream's decode rate (1 / ITL) beyond the plausibility bound.
         ImplausibleSpeed = "implausible_speed",
+        /// A request-count or Burst / E2E cell passed its wall-clock deadline (`--batch-timeout`):
+        /// the requests in flight were cut, the rest never sent.
+        BatchTimeout = "batch_timeout",
     }
 }
 
@@ -260,6 +263,7 @@ impl FailureKind {
                 | FailureKind::StreamStalled
                 | FailureKind::RequestTimeout
                 | FailureKind::ProbeTimeout
+                | FailureKind::BatchTimeout
         )
     }
 }

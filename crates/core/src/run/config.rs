@@ -72,7 +72,17 @@ pub struct BurstConfig {
     /// `--prompt-cache cold|shared`; `None` = the defaults: cold for request-count and Burst /
     /// E2E cells, shared for the sustained matrix (see [`crate::cache`]).
     pub prompt_cache: Option<crate::cache::PromptCache>,
+    /// `--batch-timeout`: wall-clock deadline of each request-count or Burst / E2E cell's
+    /// batches (warmup and measured, from the end of its scout); `None` = no deadline beyond
+    /// the per-request ones. At the deadline the requests in flight are cut and the cell is
+    /// `invalid` with `batch_timeout` ([`crate::burst`]).
+    pub batch_timeout: Option<std::time::Duration>,
 }
+
+/// Default of [`BurstConfig::batch_timeout`], s: a server that trickles tokens just inside
+/// the stream idle timeout (and ignores `max_tokens` up to the cut at 2 × max_tokens + 16)
+/// would otherwise hold a batch for hours.
+pub const DEFAULT_BATCH_TIMEOUT_S: f64 = 1800.0;
 
 impl Default for BurstConfig {
     fn default() -> Self {
@@ -84,6 +94,7 @@ impl Default for BurstConfig {
             burst_warmup_request_count: 0,
             burst_requests_per_concurrency: 5,
             prompt_cache: None,
+            batch_timeout: Some(std::time::Duration::from_secs_f64(DEFAULT_BATCH_TIMEOUT_S)),
         }
     }
 }

@@ -302,6 +302,7 @@ impl Ctx<'_> {
                 index,
                 total: self.plan.cells.len(),
                 export,
+                deadline: self.cfg.burst.batch_timeout,
             };
             let out = run_burst_cell(
                 &self.client,

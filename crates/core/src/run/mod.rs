@@ -53,7 +53,7 @@ mod prefill;
 mod sizing;
 
 pub use assemble::methodology;
-pub use config::{BurstConfig, PrefillConfig, RunConfig, TargetingMode};
+pub use config::{BurstConfig, PrefillConfig, RunConfig, TargetingMode, DEFAULT_BATCH_TIMEOUT_S};
 
 use assemble::prefill_skip_row;
 use matrix::MatrixState;
