@@ -402,13 +402,28 @@ pub const PROMPT_INFLATION_SLACK: u64 = servebench_results::check::PROMPT_SLACK_
 /// [`PROMPT_INFLATION_RATIO`] × `ctx` + [`PROMPT_INFLATION_SLACK`]. A prefill speed of
 /// 8e14 tok/s from a claimed 1e12-token prompt is no measurement (issue 17). Rows that are not
 /// `ok` are left as they are.
-pub fn check_prompt_tokens(row: &mut PrefillRow, ctx: u64, max_model_len: Option<u64>) {
+///
+/// `sent_bytes`: the bytes of the request's input as sent (the JSON of its `messages` or
+/// `prompt`), when known: more prompt tokens than those bytes plus
+/// [`crate::plausibility::PROMPT_TEMPLATE_SLACK_TOKENS`] is no tokenizer's count either (the
+/// bound of the decode cells, break-it round 7).
+pub fn check_prompt_tokens(
+    row: &mut PrefillRow,
+    ctx: u64,
+    max_model_len: Option<u64>,
+    sent_bytes: Option<u64>,
+) {
     let (Some(p), Some(CellStatus::Ok)) = (row.prompt_tokens, row.status) else {
         return;
     };
     let limit = PROMPT_INFLATION_RATIO * ctx as f64 + PROMPT_INFLATION_SLACK as f64;
+    let slack = crate::plausibility::PROMPT_TEMPLATE_SLACK_TOKENS;
     let why = match max_model_len {
         Some(m) if p > m => format!("above the model's max_model_len {m}"),
+        _ if sent_bytes.is_some_and(|b| b > 0 && p > b + slack) => format!(
+            "more than one per byte of the {}-byte input sent plus {slack} for the template",
+            sent_bytes.unwrap_or_default()
+        ),
         _ if p as f64 > limit => {
             format!("more than {PROMPT_INFLATION_RATIO:.0}x the ~{ctx}-token prompt that was sent")
         }
@@ -603,7 +618,7 @@ mod tests {
         };
         let judged = |p: u64, max: Option<u64>| {
             let mut r = ok(p);
-            check_prompt_tokens(&mut r, 16_384, max);
+            check_prompt_tokens(&mut r, 16_384, max, None);
             r
         };
         // a tokenizer or template difference stays ok, up to the limit itself
@@ -627,6 +642,20 @@ mod tests {
             Some(CellStatus::Invalid)
         );
         assert_eq!(judged(32_768, Some(32_768)).status, Some(CellStatus::Ok));
+        // more tokens than bytes sent (+ the template's slack): a 20,000-byte input cannot be
+        // 30,000 tokens although that is within 4 × the context (break-it round 7)
+        let bytes = |p: u64, b: u64| {
+            let mut r = ok(p);
+            check_prompt_tokens(&mut r, 16_384, None, Some(b));
+            r
+        };
+        assert_eq!(bytes(21_024, 20_000).status, Some(CellStatus::Ok));
+        let r = bytes(21_025, 20_000);
+        assert_eq!(r.status, Some(CellStatus::Invalid));
+        assert!(r
+            .status_reason
+            .unwrap()
+            .contains("more than one per byte of the 20000-byte input sent"));
         // a failed row keeps its own reason
         let mut failed = PrefillRow {
             prompt_tokens: Some(u64::MAX),
@@ -634,7 +663,7 @@ mod tests {
             status_reason: Some("no successful sample".into()),
             ..Default::default()
         };
-        check_prompt_tokens(&mut failed, 0, None);
+        check_prompt_tokens(&mut failed, 0, None, None);
         assert_eq!(
             failed.status_reason.as_deref(),
             Some("no successful sample")

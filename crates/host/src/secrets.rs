@@ -332,11 +332,12 @@ fn redact_json_text(a: &str) -> Option<String> {
 }
 
 /// [`REDACTED`] in place of the secret value `v`, keeping the shell quotes around it (and a
-/// closing `;`), so a redacted `sh -c '… --api-key X'` still closes its quote.
+/// closing `;`, `,`, `)` or `}`), so a redacted `sh -c '… --api-key X'` still closes its quote
+/// and `{'api_key': 'X', …}` its literal.
 fn redacted_value(v: &str) -> String {
     let body = v.trim_start_matches(['\'', '"']);
     let lead = &v[..v.len() - body.len()];
-    let inner = body.trim_end_matches(['\'', '"', ';']);
+    let inner = body.trim_end_matches(['\'', '"', ';', ',', ')', '}']);
     let trail = &body[inner.len()..];
     format!("{lead}{REDACTED}{trail}")
 }
@@ -382,8 +383,81 @@ fn looks_like_token(w: &str) -> bool {
     })
 }
 
+/// Quoted secret-named keys in code (`python -c`, `node -e`, a config snippet) lose their
+/// value: `os.environ['HF_TOKEN']='X'`, `env["API_KEY"] = "X"`, `os.putenv('HF_TOKEN', 'X')`,
+/// `{'api_key': 'X'}` (not JSON). After a quoted [`is_secret_name`] literal come at most `]`
+/// and spaces, one of `=` `:` `,` (`==` too), spaces, then the value: a quoted literal, or a
+/// bare word up to white space or `;` `)` `,` `}`. `None` when nothing was redacted.
+fn redact_quoted_keys(s: &str) -> Option<String> {
+    let b = s.as_bytes();
+    let (mut out, mut last, mut i) = (String::new(), 0, 0);
+    while i < b.len() {
+        let q = b[i];
+        if q != b'\'' && q != b'"' {
+            i += 1;
+            continue;
+        }
+        let Some(len) = s[i + 1..].find(q as char) else {
+            break;
+        };
+        let name = &s[i + 1..i + 1 + len];
+        let after = i + len + 2;
+        i = after;
+        let plain = (1..=64).contains(&name.len())
+            && name
+                .chars()
+                .all(|c| c.is_ascii_alphanumeric() || matches!(c, '_' | '-' | '.'));
+        if !plain || !is_secret_name(name) {
+            continue;
+        }
+        let mut j = after;
+        while j < b.len() && matches!(b[j], b']' | b' ' | b'\t') {
+            j += 1;
+        }
+        if j >= b.len() || !matches!(b[j], b'=' | b':' | b',') {
+            continue;
+        }
+        j += 1;
+        while j < b.len() && matches!(b[j], b'=' | b' ' | b'\t') {
+            j += 1;
+        }
+        let (from, to) = match b.get(j) {
+            Some(&vq) if vq == b'\'' || vq == b'"' => match s[j + 1..].find(vq as char) {
+                Some(vlen) => (j + 1, j + 1 + vlen),
+                None => continue,
+            },
+            _ => {
+                let end = s[j..]
+                    .find(|c: char| c.is_whitespace() || matches!(c, ';' | ')' | ',' | '}'))
+                    .map_or(s.len(), |k| j + k);
+                (j, end)
+            }
+        };
+        if to > from {
+            out.push_str(&s[last..from]);
+            out.push_str(REDACTED);
+            last = to;
+            i = to;
+        }
+    }
+    (last > 0).then(|| {
+        out.push_str(&s[last..]);
+        out
+    })
+}
+
 /// One word of a command line, redacted; `true` when the next word is a secret value.
 fn redact_word(a: &str) -> (String, bool) {
+    if let Some(r) = redact_quoted_keys(a) {
+        // the rest of the word by the other rules (a token-shaped word, a URL)
+        let (w, next) = redact_word_rules(&r);
+        return (w, next);
+    }
+    redact_word_rules(a)
+}
+
+/// [`redact_word`] without the quoted-key rule.
+fn redact_word_rules(a: &str) -> (String, bool) {
     if looks_like_token(a) {
         return (redacted_value(a), false);
     }
@@ -477,6 +551,9 @@ pub fn redact_text(s: &str) -> String {
     if let Some(j) = redact_json_text(s) {
         return j;
     }
+    // `os.environ['HF_TOKEN'] = 'X'`: the key and its value may stand words apart
+    let quoted = redact_quoted_keys(s);
+    let s = quoted.as_deref().unwrap_or(s);
     // Words and the white space before each one, so the text is rebuilt as it was.
     let mut pieces: Vec<(&str, &str)> = Vec::new();
     let mut rest = s;
@@ -851,6 +928,47 @@ mod tests {
         assert!(!line.join(" ").contains("CANARY3"), "{line:?}");
         let out = redact_args(&s(&["vllm", "--mysql-pwd=CANARY4", "--otp", "CANARY5"]));
         assert!(!out.join(" ").contains("CANARY"), "{out:?}");
+    }
+
+    /// Break-it round 7: a secret set in code (`python -c "import os;
+    /// os.environ['HF_TOKEN']='X'"`) kept its value.
+    #[test]
+    fn quoted_secret_keys_in_code_lose_their_value() {
+        let cases = [
+            (
+                "import os; os.environ['HF_TOKEN']='CANARY1'; run()",
+                "import os; os.environ['HF_TOKEN']='<redacted>'; run()",
+            ),
+            (
+                "os.environ[\"HF_TOKEN\"] = \"CANARY2\"",
+                "os.environ[\"HF_TOKEN\"] = \"<redacted>\"",
+            ),
+            (
+                "os.putenv('API_KEY', 'CANARY3')",
+                "os.putenv('API_KEY', '<redacted>')",
+            ),
+            (
+                "cfg = {'api_key': 'CANARY4', 'port': 8000}",
+                "cfg = {'api_key': '<redacted>', 'port': 8000}",
+            ),
+            ("env['SECRET']=CANARY5;x", "env['SECRET']=<redacted>;x"),
+            (
+                "os.environ['HF_HOME']='/data' and 'TOKENIZERS_PARALLELISM': 'false'",
+                "os.environ['HF_HOME']='/data' and 'TOKENIZERS_PARALLELISM': 'false'",
+            ),
+            ("print('token')", "print('token')"),
+        ];
+        for (text, want) in cases {
+            assert_eq!(redact_text(text), want, "{text}");
+        }
+        let out = redact_args(&s(&[
+            "python3",
+            "-c",
+            "import os;os.environ['HF_TOKEN']='CANARY6';import vllm",
+            "os.environ['VLLM_API_KEY']='CANARY7'",
+        ]));
+        assert!(!out.join(" ").contains("CANARY"), "{out:?}");
+        assert_eq!(out[3], "os.environ['VLLM_API_KEY']='<redacted>'");
     }
 
     /// Break-it round 7: an echoed key lower-cased, or split by soft hyphens / zero-width

@@ -133,9 +133,17 @@ impl Ctx<'_> {
             Some(_) => warm_row(self.prefill_sample(x, &prefix(r)).await.as_ref()),
             None => warm_row(Err(&"every cold sample failed".to_string())),
         };
-        check_prompt_tokens(&mut cold, x, self.info.max_model_len);
-        check_prompt_tokens(&mut warm, x, self.info.max_model_len);
+        let bytes = self.input_bytes(x, &prefix(r));
+        check_prompt_tokens(&mut cold, x, self.info.max_model_len, bytes);
+        check_prompt_tokens(&mut warm, x, self.info.max_model_len, bytes);
         Some((cold, warm))
+    }
+
+    /// Bytes of the input (the JSON of its `messages` or `prompt`) a prefill request for `ctx`
+    /// with `prefix` sends.
+    fn input_bytes(&self, ctx: u64, prefix: &str) -> Option<u64> {
+        self.input_with_prefix(ctx, prefix)
+            .map(|input| input.value.to_string().len() as u64)
     }
 
     /// A measured prefill request for `ctx` with `prefix`.
@@ -175,8 +183,9 @@ impl Ctx<'_> {
             let w = self.prefill_sample(ctx, prefix).await;
             warm_row(w.as_ref())
         };
-        check_prompt_tokens(&mut row, ctx, self.info.max_model_len);
-        check_prompt_tokens(&mut warm, ctx, self.info.max_model_len);
+        let bytes = self.input_bytes(ctx, prefix);
+        check_prompt_tokens(&mut row, ctx, self.info.max_model_len, bytes);
+        check_prompt_tokens(&mut warm, ctx, self.info.max_model_len, bytes);
         (row, warm)
     }
 
