@@ -106,8 +106,7 @@ pub(crate) fn one_line_error(e: &anyhow::Error) -> String {
 /// by a space, and the registered secrets redacted
 /// (issue 17).
 fn terminal_text(text: &str) -> std::borrow::Cow<'_, str> {
-    let bad =
-        |c: char| (c.is_control() && c != '\n') || servebench_report::export::is_bidi_control(c);
+    let bad = |c: char| (c.is_control() && c != '\n') || servebench_report::export::is_invisible(c);
     if !text.chars().any(bad) {
         return servebench_client::secrets::scrub(text);
     }

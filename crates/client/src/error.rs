@@ -111,12 +111,12 @@ pub fn summarize_error_body(body: &str) -> String {
 }
 
 /// Replaces every control character of a server-supplied string (C0 including ESC, DEL, C1)
-/// and every bidirectional formatting character ([`servebench_results::is_bidi_control`]: a
+/// and every bidirectional formatting character ([`servebench_results::is_invisible`]: a
 /// model id with U+202E would print backwards) with a space, so that a model id or an error
 /// message cannot move the cursor, recolour or clear a terminal, reorder it, or break a log line
 /// (issue 17). Text without such characters is returned unchanged (borrowed).
 pub fn strip_controls(s: &str) -> std::borrow::Cow<'_, str> {
-    let bad = |c: char| c.is_control() || servebench_results::is_bidi_control(c);
+    let bad = |c: char| c.is_control() || servebench_results::is_invisible(c);
     if !s.chars().any(bad) {
         return std::borrow::Cow::Borrowed(s);
     }

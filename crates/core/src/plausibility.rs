@@ -220,58 +220,59 @@ fn far_unbacked(r: &StreamTiming) -> bool {
     visible_tokens(r) as f64 > UNBACKED_INVALID_FACTOR * backed + UNBACKED_TOKEN_SLACK as f64
 }
 
-/// Checks of a cell's request timings: `single_write` and `implausible_speed` warnings (see
-/// the module docs).
+/// Checks of a cell's request timings: `single_write` and `implausible_speed` warnings, and
+/// the `usage_implausible` findings of counts the streams cannot carry (see the module docs).
 pub fn check_stream_timing(requests: &[StreamTiming]) -> Vec<Finding> {
-    let mut out = Vec::new();
     let eligible = requests
         .iter()
         .filter(|r| r.output_tokens >= SINGLE_WRITE_MIN_TOKENS)
         .count();
+    [
+        single_write_finding(requests, eligible),
+        unbacked_finding(requests),
+        hidden_reasoning_finding(requests),
+        end_jump_finding(requests, eligible),
+        front_loaded_finding(requests, eligible),
+        speed_finding(requests),
+    ]
+    .into_iter()
+    .flatten()
+    .collect()
+}
+
+/// `single_write`: at least half of the requests with [`SINGLE_WRITE_MIN_TOKENS`] or more
+/// (`eligible` of them) received all their tokens in one read.
+fn single_write_finding(requests: &[StreamTiming], eligible: usize) -> Option<Finding> {
     let one: Vec<u64> = requests
         .iter()
         .filter(|r| r.one_read && r.output_tokens >= SINGLE_WRITE_MIN_TOKENS)
         .map(|r| r.output_tokens)
         .collect();
-    if let Some(&most) = one.iter().max().filter(|_| 2 * one.len() >= eligible) {
-        out.push(Finding {
-            kind: FailureKind::SingleWrite,
-            invalid: false,
-            message: format!(
-                "single_write: {} of {} requests received all their tokens (up to {most}) in one read (TTFT = E2E, no ITL): the server or a proxy buffers the stream, so TTFT, ITL and per-stream rates are not a stream's",
-                one.len(),
-                requests.len()
-            ),
-        });
-    }
-    // every request, however short: the slack already covers what a real stream cannot show
+    let &most = one.iter().max().filter(|_| 2 * one.len() >= eligible)?;
+    Some(Finding {
+        kind: FailureKind::SingleWrite,
+        invalid: false,
+        message: format!(
+            "single_write: {} of {} requests received all their tokens (up to {most}) in one read (TTFT = E2E, no ITL): the server or a proxy buffers the stream, so TTFT, ITL and per-stream rates are not a stream's",
+            one.len(),
+            requests.len()
+        ),
+    })
+}
+
+/// `usage_implausible` for counts above what the streams carried ([`unbacked`]): invalid
+/// when one request is [`far_unbacked`], else a warning. Every request is judged, however
+/// short: the slack already covers what a real stream cannot show.
+fn unbacked_finding(requests: &[StreamTiming]) -> Option<Finding> {
     let over: Vec<&StreamTiming> = requests.iter().filter(|r| unbacked(r)).collect();
-    let far = over.iter().filter(|r| far_unbacked(r)).count();
-    if far > 0 {
-        let worst = over
-            .iter()
-            .filter(|r| far_unbacked(r))
-            .max_by_key(|r| r.output_tokens)
-            .unwrap();
-        out.push(Finding {
+    let far: Vec<&&StreamTiming> = over.iter().filter(|r| far_unbacked(r)).collect();
+    if let Some(worst) = far.iter().max_by_key(|r| r.output_tokens) {
+        return Some(Finding {
             kind: FailureKind::UsageImplausible,
             invalid: true,
             message: format!(
-                "usage_implausible: {far} of {} requests reported far more output tokens than their streams could carry (beyond {UNBACKED_INVALID_FACTOR} × (1 per byte of text + 1 per delta chunk) + {UNBACKED_TOKEN_SLACK}; up to {} tokens for {} bytes of text in {} delta chunks): the token count and the tok/s would be the server's claim, not what arrived (a server that hides reasoning must report usage.completion_tokens_details.reasoning_tokens)",
-                requests.len(),
-                worst.output_tokens,
-                worst.text_bytes,
-                worst.delta_chunks
-            ),
-        });
-    } else if !over.is_empty() {
-        let worst = over.iter().max_by_key(|r| r.output_tokens).unwrap();
-        out.push(Finding {
-            kind: FailureKind::UsageImplausible,
-            invalid: false,
-            message: format!(
-                "usage_implausible: {} of {} requests reported more output tokens than their streams carried (up to {} tokens for {} bytes of text in {} chunks): the count is the server's claim, not what arrived",
-                over.len(),
+                "usage_implausible: {} of {} requests reported far more output tokens than their streams could carry (beyond {UNBACKED_INVALID_FACTOR} × (1 per byte of text + 1 per delta chunk) + {UNBACKED_TOKEN_SLACK}; up to {} tokens for {} bytes of text in {} delta chunks): the token count and the tok/s would be the server's claim, not what arrived (a server that hides reasoning must report usage.completion_tokens_details.reasoning_tokens)",
+                far.len(),
                 requests.len(),
                 worst.output_tokens,
                 worst.text_bytes,
@@ -279,47 +280,73 @@ pub fn check_stream_timing(requests: &[StreamTiming]) -> Vec<Finding> {
             ),
         });
     }
-    // hidden reasoning: the reported reasoning tokens are the only explanation of the excess
+    let worst = over.iter().max_by_key(|r| r.output_tokens)?;
+    Some(Finding {
+        kind: FailureKind::UsageImplausible,
+        invalid: false,
+        message: format!(
+            "usage_implausible: {} of {} requests reported more output tokens than their streams carried (up to {} tokens for {} bytes of text in {} chunks): the count is the server's claim, not what arrived",
+            over.len(),
+            requests.len(),
+            worst.output_tokens,
+            worst.text_bytes,
+            worst.delta_chunks
+        ),
+    })
+}
+
+/// A warning for hidden reasoning: the reported reasoning tokens are the only explanation of
+/// a count above what the stream carried.
+fn hidden_reasoning_finding(requests: &[StreamTiming]) -> Option<Finding> {
     let hidden: Vec<&StreamTiming> = requests
         .iter()
         .filter(|r| !unbacked(r) && r.output_tokens as f64 > carried(r))
         .collect();
-    if let Some(worst) = hidden
+    let worst = hidden
         .iter()
-        .max_by_key(|r| r.reasoning_tokens.unwrap_or(0))
-    {
-        out.push(Finding {
-            kind: FailureKind::UsageImplausible,
-            invalid: false,
-            message: format!(
-                "usage_implausible: {} of {} requests counted reasoning tokens whose text never came (up to {} of {} tokens over {} bytes of text): hidden reasoning, so aggregate tok/s, per-token ITL and per-user tok/s count tokens whose arrival no client saw",
-                hidden.len(),
-                requests.len(),
-                worst.reasoning_tokens.unwrap_or(0),
-                worst.output_tokens,
-                worst.text_bytes
-            ),
-        });
-    }
+        .max_by_key(|r| r.reasoning_tokens.unwrap_or(0))?;
+    Some(Finding {
+        kind: FailureKind::UsageImplausible,
+        invalid: false,
+        message: format!(
+            "usage_implausible: {} of {} requests counted reasoning tokens whose text never came (up to {} of {} tokens over {} bytes of text): hidden reasoning, so aggregate tok/s, per-token ITL and per-user tok/s count tokens whose arrival no client saw",
+            hidden.len(),
+            requests.len(),
+            worst.reasoning_tokens.unwrap_or(0),
+            worst.output_tokens,
+            worst.text_bytes
+        ),
+    })
+}
+
+/// A warning when at least half of the `eligible` requests streamed a cumulative count, then
+/// a final usage above it ([`jumped_at_end`]).
+fn end_jump_finding(requests: &[StreamTiming], eligible: usize) -> Option<Finding> {
     let jumped: Vec<&StreamTiming> = requests
         .iter()
         .filter(|r| r.output_tokens >= SINGLE_WRITE_MIN_TOKENS && jumped_at_end(r))
         .collect();
-    if !jumped.is_empty() && 2 * jumped.len() >= eligible {
-        let worst = jumped.iter().max_by_key(|r| r.untimed_tokens).unwrap();
-        out.push(Finding {
-            kind: FailureKind::UsageImplausible,
-            invalid: false,
-            message: format!(
-                "usage_implausible: {} of {} requests streamed a cumulative count on every chunk, then a final usage up to {} tokens above it ({} of {} tokens) that no chunk carried: the count is the server's claim, not what arrived",
-                jumped.len(),
-                requests.len(),
-                worst.untimed_tokens,
-                worst.untimed_tokens,
-                worst.output_tokens
-            ),
-        });
+    if jumped.is_empty() || 2 * jumped.len() < eligible {
+        return None;
     }
+    let worst = jumped.iter().max_by_key(|r| r.untimed_tokens)?;
+    Some(Finding {
+        kind: FailureKind::UsageImplausible,
+        invalid: false,
+        message: format!(
+            "usage_implausible: {} of {} requests streamed a cumulative count on every chunk, then a final usage up to {} tokens above it ({} of {} tokens) that no chunk carried: the count is the server's claim, not what arrived",
+            jumped.len(),
+            requests.len(),
+            worst.untimed_tokens,
+            worst.untimed_tokens,
+            worst.output_tokens
+        ),
+    })
+}
+
+/// Front-loaded usage ([`front_loaded`]) in at least half of the `eligible` requests: invalid
+/// when the first chunks' text cannot carry it ([`front_loaded_unbacked`]), else a warning.
+fn front_loaded_finding(requests: &[StreamTiming], eligible: usize) -> Option<Finding> {
     let front: Vec<&StreamTiming> = requests
         .iter()
         .filter(|r| r.output_tokens >= SINGLE_WRITE_MIN_TOKENS && front_loaded(r))
@@ -328,11 +355,8 @@ pub fn check_stream_timing(requests: &[StreamTiming]) -> Vec<Finding> {
         front.iter().filter(|r| front_loaded_unbacked(r)).collect();
     if !unbacked_front.is_empty() && 2 * unbacked_front.len() >= eligible {
         // the headline would count tokens no chunk carried (370 tok/s for 183 that arrived)
-        let worst = unbacked_front
-            .iter()
-            .max_by_key(|r| r.first_event_tokens)
-            .unwrap();
-        out.push(Finding {
+        let worst = unbacked_front.iter().max_by_key(|r| r.first_event_tokens)?;
+        return Some(Finding {
             kind: FailureKind::UsageImplausible,
             invalid: true,
             message: format!(
@@ -344,20 +368,27 @@ pub fn check_stream_timing(requests: &[StreamTiming]) -> Vec<Finding> {
                 worst.output_tokens
             ),
         });
-    } else if !front.is_empty() && 2 * front.len() >= eligible {
-        let worst = front.iter().max_by_key(|r| r.first_event_tokens).unwrap();
-        out.push(Finding {
-            kind: FailureKind::UsageImplausible,
-            invalid: false,
-            message: format!(
-                "usage_implausible: {} of {} requests had at least half of their tokens on the first chunk (up to {} of {}) although more chunks followed: a prefill step yields one token, so the usage is front-loaded or the server held its first tokens back; TTFT times that burst and TTST is 0",
-                front.len(),
-                requests.len(),
-                worst.first_event_tokens,
-                worst.output_tokens
-            ),
-        });
     }
+    if front.is_empty() || 2 * front.len() < eligible {
+        return None;
+    }
+    let worst = front.iter().max_by_key(|r| r.first_event_tokens)?;
+    Some(Finding {
+        kind: FailureKind::UsageImplausible,
+        invalid: false,
+        message: format!(
+            "usage_implausible: {} of {} requests had at least half of their tokens on the first chunk (up to {} of {}) although more chunks followed: a prefill step yields one token, so the usage is front-loaded or the server held its first tokens back; TTFT times that burst and TTST is 0",
+            front.len(),
+            requests.len(),
+            worst.first_event_tokens,
+            worst.output_tokens
+        ),
+    })
+}
+
+/// `implausible_speed`: the median per-stream decode rate is above
+/// [`MAX_TOK_S_PER_STREAM`].
+fn speed_finding(requests: &[StreamTiming]) -> Option<Finding> {
     let mut speeds: Vec<f64> = requests.iter().filter_map(|r| r.tps_per_user).collect();
     speeds.sort_by(f64::total_cmp);
     let median = (!speeds.is_empty()).then(|| servebench_stats::percentile_sorted(&speeds, 50.0));
@@ -366,19 +397,19 @@ pub fn check_stream_timing(requests: &[StreamTiming]) -> Vec<Finding> {
         .copied()
         .filter(|&t| t > MAX_TOK_S_PER_STREAM)
         .collect();
-    let top = fast.last().copied();
-    if let Some(top) = top.filter(|_| median.is_some_and(|m| m > MAX_TOK_S_PER_STREAM)) {
-        out.push(Finding {
-            kind: FailureKind::ImplausibleSpeed,
-            invalid: false,
-            message: format!(
-                "implausible_speed: {} of {} requests decoded faster than {MAX_TOK_S_PER_STREAM:.0} tok/s per stream (up to {top:.0} tok/s): no server streams that fast; the tokens arrived buffered",
-                fast.len(),
-                requests.len()
-            ),
-        });
-    }
-    out
+    let top = fast
+        .last()
+        .copied()
+        .filter(|_| median.is_some_and(|m| m > MAX_TOK_S_PER_STREAM))?;
+    Some(Finding {
+        kind: FailureKind::ImplausibleSpeed,
+        invalid: false,
+        message: format!(
+            "implausible_speed: {} of {} requests decoded faster than {MAX_TOK_S_PER_STREAM:.0} tok/s per stream (up to {top:.0} tok/s): no server streams that fast; the tokens arrived buffered",
+            fast.len(),
+            requests.len()
+        ),
+    })
 }
 
 /// One check's outcome.

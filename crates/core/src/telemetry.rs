@@ -438,12 +438,7 @@ fn apply_counters(
     (a, b): (&TimedScrape, &TimedScrape),
     client: &ClientWindow,
 ) {
-    let ClientWindow {
-        concurrency: c,
-        tokens: client_tokens,
-        seconds: window_s,
-        ..
-    } = *client;
+    let (client_tokens, window_s) = (client.tokens, client.seconds);
     let mut w = window_stats(&a.scrape, &b.scrape, engine);
     if engine == Engine::LlamaCpp {
         // llama-server adds to `tokens_predicted_total` only when a request leaves its slot,
@@ -469,7 +464,7 @@ fn apply_counters(
     // 17: a stuck `generation_tokens_total`) measures nothing: null, not "generated 0".
     let stuck = w.generation_tokens.is_some_and(|g| g <= 0.0)
         && !w.any_reset
-        && client_tokens as f64 > 2.0 * c as f64;
+        && client_tokens as f64 > 2.0 * client.concurrency as f64;
     if stuck {
         cell.warnings.push(format!(
             "the server's generated-token counter did not move during the window while the client counted {client_tokens} tokens: a stuck counter (or one that counts only finished requests); server_output_tokens is left empty"

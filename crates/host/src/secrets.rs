@@ -24,11 +24,9 @@
 
 use serde_json::Value;
 
-/// Characters that draw nothing (format characters, fillers, variation selectors): the same
-/// set the report and the logs blank (`servebench_results::is_bidi_control`).
-fn is_invisible(c: char) -> bool {
-    servebench_results::is_bidi_control(c)
-}
+// characters that draw nothing (format characters, fillers, variation selectors): the same set
+// the report and the logs blank
+use servebench_results::is_invisible;
 
 /// `hay` with every occurrence of `needle` (ASCII case ignored) replaced by [`REDACTED`];
 /// `None` when there is none. ASCII lowercasing keeps byte offsets, so the positions found in

@@ -56,13 +56,13 @@ impl ExportFormat {
     }
 }
 
-pub use servebench_results::is_bidi_control;
+pub use servebench_results::is_invisible;
 
 /// `text` with every control character but line feed, carriage return and tab (C0 with ESC,
-/// DEL, C1) and every bidirectional formatting character ([`is_bidi_control`]) replaced by a
+/// DEL, C1) and every bidirectional formatting character ([`is_invisible`]) replaced by a
 /// space; unchanged (no copy) when it has none.
 pub fn without_controls(text: String) -> String {
-    let bad = |c: char| (c.is_control() && !matches!(c, '\n' | '\r' | '\t')) || is_bidi_control(c);
+    let bad = |c: char| (c.is_control() && !matches!(c, '\n' | '\r' | '\t')) || is_invisible(c);
     if !text.chars().any(bad) {
         return text;
     }
@@ -74,7 +74,7 @@ pub fn without_controls(text: String) -> String {
 /// replaced by a space; borrowed when it has none. A model id with a line feed must not add a
 /// line to a header or a table row.
 pub fn one_line(s: &str) -> std::borrow::Cow<'_, str> {
-    let bad = |c: char| c.is_control() || is_bidi_control(c);
+    let bad = |c: char| c.is_control() || is_invisible(c);
     if !s.chars().any(bad) {
         return std::borrow::Cow::Borrowed(s);
     }

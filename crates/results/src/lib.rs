@@ -20,7 +20,7 @@ use serde_json::Value;
 
 pub mod check;
 
-/// Unicode's bidirectional formatting characters (U+061C, U+200E, U+200F, U+202A–U+202E,
+/// Characters that draw nothing. First Unicode's bidirectional formatting characters (U+061C, U+200E, U+200F, U+202A–U+202E,
 /// U+2066–U+2069): invisible, they reorder what a terminal or a page shows after them, so a model
 /// id with U+202E reads backwards ("Trojan source"). Never printed from a server's text (the
 /// report's `export::one_line`, the client's `error::strip_controls` and so every log line).
@@ -35,7 +35,7 @@ pub mod check;
 /// (combining grapheme joiner, Hangul fillers, Khmer inherent vowels, Mongolian variation
 /// selectors, braille blank, variation selectors): a key split by any of them read whole on a
 /// terminal.
-pub fn is_bidi_control(c: char) -> bool {
+pub fn is_invisible(c: char) -> bool {
     matches!(
         c,
         '\u{00AD}'
@@ -89,10 +89,10 @@ mod invisible_tests {
             '\u{E0100}',
             '\u{1D173}',
         ] {
-            assert!(super::is_bidi_control(c), "{:04X}", c as u32);
+            assert!(super::is_invisible(c), "{:04X}", c as u32);
         }
         for c in ['a', 'é', '模', ' ', '\u{2030}', '\u{00A0}'] {
-            assert!(!super::is_bidi_control(c), "{:04X}", c as u32);
+            assert!(!super::is_invisible(c), "{:04X}", c as u32);
         }
     }
 }
