@@ -368,6 +368,9 @@ fn finish_run(
 fn exit_code(r: &Results) -> ExitCode {
     let bad = |s: CellStatus| matches!(s, CellStatus::Error | CellStatus::Invalid);
     let failed = r.results.iter().filter(|c| bad(c.status)).count();
+    // the Burst / E2E layer's cells are cells too (break-it round 8: an invalid burst cell
+    // exited 0)
+    let failed_burst = r.burst_results.iter().filter(|c| bad(c.status)).count();
     let failed_rows = r
         .rate_results
         .iter()
@@ -378,6 +381,12 @@ fn exit_code(r: &Results) -> ExitCode {
         what.push(format!(
             "{failed} of {} cells failed (status error/invalid)",
             r.results.len()
+        ));
+    }
+    if failed_burst > 0 {
+        what.push(format!(
+            "{failed_burst} of {} Burst / E2E cells failed (status error/invalid)",
+            r.burst_results.len()
         ));
     }
     if failed_rows > 0 {

@@ -357,6 +357,63 @@ fn a_request_count_cell_ends_at_its_batch_deadline() {
 }
 
 #[test]
+fn a_burst_without_usage_is_labelled_the_chunk_fallback_and_fails_the_exit_code() {
+    // 8 tokens per chunk and no usage (break-it round 8: request-count and Burst cells said
+    // `openai_completed_usage` at 1/8 of the true count, without a word)
+    let s = faulty::start(Config::new(Fault::NoUsageMultiToken { per_chunk: 8 }, 1));
+    let r = run(&s.url(), &["--request-count", "2"], SHORT_LIMIT);
+    assert_eq!(r.code, Some(0), "{}", r.dump());
+    let c = r.cell();
+    assert_eq!(
+        c["aggregate_source"], "openai_stream_chunks_fallback",
+        "{c:#}"
+    );
+    let warnings = c["warnings"].to_string();
+    assert!(
+        warnings.contains("2 of 2 completed requests sent no usage")
+            && warnings.contains("stopped before max_tokens 32 although ignore_eos was sent"),
+        "{c:#}"
+    );
+    validate(r.json.as_ref().unwrap());
+    // an invalid Burst / E2E cell makes the exit code 3, like a sustained one (round 8: 0)
+    let s = faulty::start(Config::new(
+        Fault::PauseMidStream {
+            burst: 2,
+            pause_ms: 20_000,
+        },
+        3,
+    ));
+    let r = run(
+        &s.url(),
+        &[
+            "--run-burst",
+            "--burst-request-count",
+            "1",
+            "--burst-warmup-request-count",
+            "1",
+            "--batch-timeout",
+            "1",
+            "--stream-idle-timeout",
+            "30",
+        ],
+        Duration::from_secs(60),
+    );
+    let v = r.json.as_ref().expect("results");
+    assert_eq!(
+        v["burst_results"][0]["error_kind"],
+        "batch_timeout",
+        "{}",
+        r.dump()
+    );
+    assert_eq!(r.code, Some(3), "{}", r.dump());
+    assert!(
+        r.stderr.contains("1 of 1 Burst / E2E cells failed"),
+        "{}",
+        r.dump()
+    );
+}
+
+#[test]
 fn endless_text_with_usage_stuck_is_cut_as_ignoring_max_tokens() {
     // usage says 1 for ever while text keeps coming: the token events pass the endless bound
     let s = faulty::start(Config::new(Fault::EndlessUsageStuck, 1));

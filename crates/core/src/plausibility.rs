@@ -196,7 +196,13 @@ pub const UNBACKED_INVALID_FACTOR: f64 = 1.5;
 /// chunks are token events plus text-less delta chunks that are neither the role chunk nor
 /// the finish chunk; usage-only chunks (`choices: []`) do not count.
 fn carried(r: &StreamTiming) -> f64 {
-    MAX_TOKENS_PER_TEXT_BYTE * r.text_bytes as f64 + (r.delta_chunks + UNBACKED_TOKEN_SLACK) as f64
+    carried_tokens(r.text_bytes, r.delta_chunks) as f64
+}
+
+/// [`carried`] of a stream with `text_bytes` bytes of text in `delta_chunks` delta chunks,
+/// tokens (rounded down).
+pub fn carried_tokens(text_bytes: u64, delta_chunks: u64) -> u64 {
+    (MAX_TOKENS_PER_TEXT_BYTE * text_bytes as f64) as u64 + delta_chunks + UNBACKED_TOKEN_SLACK
 }
 
 /// Output tokens minus the reasoning tokens the server reported (hidden reasoning carries no

@@ -58,11 +58,13 @@ impl ExportFormat {
 
 pub use servebench_results::is_invisible;
 
-/// `text` with every control character but line feed, carriage return and tab (C0 with ESC,
-/// DEL, C1) and every bidirectional formatting character ([`is_invisible`]) replaced by a
-/// space; unchanged (no copy) when it has none.
+/// `text` with every control character but line feed and tab (C0 with ESC and carriage
+/// return, DEL, C1) and every invisible character ([`is_invisible`]) replaced by a space;
+/// unchanged (no copy) when it has none. A carriage return goes too: the reports end lines
+/// with a line feed alone, and a lone CR from a file would overwrite the line on a terminal
+/// (break-it round 8).
 pub fn without_controls(text: String) -> String {
-    let bad = |c: char| (c.is_control() && !matches!(c, '\n' | '\r' | '\t')) || is_invisible(c);
+    let bad = |c: char| (c.is_control() && !matches!(c, '\n' | '\t')) || is_invisible(c);
     if !text.chars().any(bad) {
         return text;
     }

@@ -650,7 +650,7 @@ fn text_problems(out: &mut String, cx: &TextCtx<'_>) {
             c.concurrency,
             format_context(c.context_tokens),
             c.status.as_str(),
-            c.status_reason
+            export::one_line(&c.status_reason)
         );
     }
 }
@@ -673,9 +673,10 @@ fn text_warnings(out: &mut String, cx: &TextCtx<'_>) {
         for w in &c.warnings {
             let _ = writeln!(
                 out,
-                "  {layer}C={} ctx={}: {w}",
+                "  {layer}C={} ctx={}: {}",
                 c.concurrency,
-                format_context(c.context_tokens)
+                format_context(c.context_tokens),
+                export::one_line(w)
             );
         }
     }

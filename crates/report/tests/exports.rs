@@ -247,3 +247,22 @@ fn a_hostile_model_id_stays_one_line_of_text_everywhere() {
     );
     assert!(!md.lines().any(|l| l.starts_with("INJECTED LINE")));
 }
+
+/// Break-it round 8: a status reason or warning with CR / LF (a file that `validate` accepts)
+/// overwrote a line or forged one in the text report's "Cells not measured" and "Warnings".
+#[test]
+fn reasons_and_warnings_stay_one_line_in_the_text_report() {
+    let mut r = common::full();
+    r.results[0].status = servebench_results::CellStatus::Invalid;
+    r.results[0].status_reason = "X\rOVERWRITE\nFAKE LINE".into();
+    r.results[0].warnings = vec!["W\r\nFORGED WARNING".into()];
+    let text = String::from_utf8(ExportFormat::Text.render(&r, &pcts(&[50.0])).unwrap()).unwrap();
+    assert!(!text.contains('\r'), "{text}");
+    assert!(
+        !text
+            .lines()
+            .any(|l| l.starts_with("FAKE LINE") || l.starts_with("FORGED WARNING")),
+        "{text}"
+    );
+    assert!(text.contains("X OVERWRITE FAKE LINE"), "{text}");
+}

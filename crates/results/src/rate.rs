@@ -180,7 +180,8 @@ pub struct RateRow {
     /// Good requests per second of the arrival schedule: `slo_attainment × schedule_rate`
     /// (req/s), so a row where every scheduled request met its SLOs has the schedule's own rate
     /// as goodput; the drain after the last arrival is not in the span (see [`RateRow::drain_s`]).
-    /// One-arrival rows: good requests / (last end − first intended send). Null without `--slo`.
+    /// One-arrival rows (no realised rate): `slo_attainment` × `offered_rate`. Null without
+    /// `--slo`.
     pub goodput: Option<f64>,
     /// The drain: last request end − last intended send, s (how long the row ran on after its
     /// schedule's last arrival). Null when nothing was sent.

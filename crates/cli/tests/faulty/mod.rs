@@ -32,6 +32,9 @@ pub enum Fault {
     PromptTokens(u64),
     /// A plain JSON chat completion (no SSE) to the stream request.
     PlainJson,
+    /// `per_chunk` tokens per chunk (`"tok "` each), 2 ms apart, up to max_tokens, no usage at
+    /// all, then a `length` finish and `[DONE]`.
+    NoUsageMultiToken { per_chunk: u64 },
     /// HTTP 429 for the next `times` completion requests (with `Retry-After: s` when given),
     /// healthy after that.
     TooMany {
@@ -529,6 +532,25 @@ fn serve(mut s: TcpStream, cfg: &Config, count: &AtomicUsize) -> std::io::Result
                 std::thread::sleep(Duration::from_millis(5));
             }
             finish(&mut s, prompt, 2400)?;
+        }
+        Fault::NoUsageMultiToken { per_chunk } => {
+            sse_head(&mut s)?;
+            let per = per_chunk.max(1);
+            let text = "tok ".repeat(per as usize);
+            for _ in 0..max_tokens.div_ceil(per) {
+                event(
+                    &mut s,
+                    &format!(
+                        r#"{{"id":"x","object":"chat.completion.chunk","choices":[{{"index":0,"delta":{{"content":"{text}"}},"finish_reason":null}}]}}"#
+                    ),
+                )?;
+                std::thread::sleep(Duration::from_millis(2));
+            }
+            event(
+                &mut s,
+                r#"{"id":"x","object":"chat.completion.chunk","choices":[{"index":0,"delta":{},"finish_reason":"length"}]}"#,
+            )?;
+            event(&mut s, "[DONE]")?;
         }
         Fault::RoleChunksThenUsage => {
             sse_head(&mut s)?;

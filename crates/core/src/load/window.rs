@@ -169,13 +169,22 @@ impl WindowTally {
             let r = &o.record;
             let credit = if noncumulative && !r.nonmonotonic_usage {
                 o.window_tokens.min(o.window_token_events)
-            } else if !r.continuous_usage && r.untimed_tokens > 0 {
+            } else if !r.continuous_usage && r.untimed_tokens > 0 && !r.timed_events.is_empty() {
+                // (no timed event at all: the live credit, at the usage's arrival, stands; the
+                // plausibility check judges a count no chunk carried)
                 r.tokens_between(w.start, w.end)
             } else if let Some(ratio) = t
                 .fallback_tokens_per_chunk
                 .filter(|_| cut_without_usage(r) && o.window_tokens > 0)
             {
-                let credit = (o.window_tokens as f64 * ratio).round() as u64;
+                // never more than the request's own stream can have carried (its text and
+                // chunks, the plausibility bound): a server whose later requests send one-byte
+                // chunks must not be credited the earlier ones' 16 tokens per chunk (break-it
+                // round 8: ok at 8.8 × the true rate)
+                let carried =
+                    crate::plausibility::carried_tokens(o.facts.text_bytes, o.facts.delta_chunks);
+                let credit = ((o.window_tokens as f64 * ratio).round() as u64)
+                    .min(carried.max(o.window_tokens));
                 t.extrapolated.0 += 1;
                 t.extrapolated.1 += credit - o.window_tokens;
                 credit
@@ -383,7 +392,7 @@ mod tests {
         let chunk = format!(
             "data: {{\"choices\":[{{\"index\":0,\"delta\":{{\"content\":\"{text}\"}},\"finish_reason\":null}}]}}\n\n"
         );
-        let mut events_in = 0u64;
+        let (mut events_in, mut sent) = (0u64, 0u64);
         let mut end = from;
         for i in 0..chunks {
             let s = from + (i + 1) as f64 * dt;
@@ -391,6 +400,7 @@ mod tests {
                 break;
             }
             end = s;
+            sent += 1;
             framer.push(chunk.as_bytes(), at(t0, s), |ev| {
                 t.apply_event(ev);
             });
@@ -424,7 +434,11 @@ mod tests {
             window_token_events: events_in,
             text: None,
             read_delay: ReadDelay::default(),
-            facts: Default::default(),
+            facts: servebench_client::stream::StreamFacts {
+                text_bytes: sent * text.len() as u64,
+                delta_chunks: sent,
+                ..Default::default()
+            },
         }
     }
 
@@ -458,6 +472,12 @@ mod tests {
         let t = WindowTally::of(&w, [&cut]);
         assert_eq!((t.tokens, t.extrapolated), (9, (0, 0)));
         assert_eq!(t.fallback_tokens_per_chunk, None);
+        // a cut request whose one-byte chunks cannot carry the cell's 8 tokens per chunk is
+        // credited at most what its text and chunks carry (1 per byte + 1 per chunk + 8)
+        let mut thin = fallback_request(t0, 18.1, 40, 0.2, 8, Some(20.05), &w);
+        thin.facts.text_bytes = 9;
+        let t = WindowTally::of(&w, [&straddler, &inside, &thin]);
+        assert_eq!(t.tokens, 21 * 8 + 20 * 8 + (9 + 9 + 8), "{t:?}");
         // one token per chunk: usage agrees with the chunks, nothing is estimated
         let one = fallback_request(t0, 14.0, 20, 0.2, 1, None, &w);
         let cut1 = fallback_request(t0, 18.1, 40, 0.2, 1, Some(20.05), &w);
