@@ -39,11 +39,11 @@ pub struct PublishArgs {
 /// Runs `servebench publish`.
 pub fn cmd_publish(a: PublishArgs) -> anyhow::Result<ExitCode> {
     let bytes = std::fs::read(&a.results)
-        .with_context(|| format!("cannot read {}", a.results.display()))?;
+        .with_context(|| format!("cannot read {}", crate::shown(&a.results)))?;
     let raw: serde_json::Value = serde_json::from_slice(&bytes)
-        .with_context(|| format!("{} is not JSON", a.results.display()))?;
+        .with_context(|| format!("{} is not JSON", crate::shown(&a.results)))?;
     std::fs::create_dir_all(&a.registry)
-        .with_context(|| format!("cannot create {}", a.registry.display()))?;
+        .with_context(|| format!("cannot create {}", crate::shown(&a.registry)))?;
     let mut reg = Registry::load(&a.registry)?;
     let opts = PublishOptions {
         recipe_id: a.recipe.clone(),

@@ -55,16 +55,22 @@ pub enum RegistryCommand {
 /// Prints `problems` (one line each, paths under `dir`) and returns the exit code.
 pub fn report_problems(dir: &Path, problems: &[servebench_registry::Problem]) -> ExitCode {
     for p in problems {
-        println!("{}/{}: {}: {}", dir.display(), p.path, p.rule, p.message);
+        println!(
+            "{}/{}: {}: {}",
+            crate::shown(&dir),
+            p.path,
+            p.rule,
+            p.message
+        );
     }
     if problems.is_empty() {
-        eprintln!("{}: registry valid", dir.display());
+        eprintln!("{}: registry valid", crate::shown(&dir));
         ExitCode::SUCCESS
     } else {
         let n = problems.len();
         eprintln!(
             "error: {}: {n} problem{}",
-            dir.display(),
+            crate::shown(&dir),
             if n == 1 { "" } else { "s" }
         );
         ExitCode::FAILURE
@@ -76,7 +82,13 @@ pub fn report_problems(dir: &Path, problems: &[servebench_registry::Problem]) ->
 pub fn print_write_problems(dir: &Path, w: &servebench_registry::WriteError) {
     if let servebench_registry::WriteError::Invalid(problems) = w {
         for p in problems {
-            eprintln!("{}/{}: {}: {}", dir.display(), p.path, p.rule, p.message);
+            eprintln!(
+                "{}/{}: {}: {}",
+                crate::shown(&dir),
+                p.path,
+                p.rule,
+                p.message
+            );
         }
     }
 }
@@ -90,7 +102,7 @@ pub fn cmd_registry(a: RegistryArgs) -> anyhow::Result<ExitCode> {
         }
         RegistryCommand::Import { files, registry } => {
             std::fs::create_dir_all(&registry)
-                .with_context(|| format!("cannot create {}", registry.display()))?;
+                .with_context(|| format!("cannot create {}", crate::shown(&registry)))?;
             let mut reg = Registry::load(&registry)?;
             let before = validate::validate(&reg);
             let now = chrono::Utc::now();
@@ -99,13 +111,13 @@ pub fn cmd_registry(a: RegistryArgs) -> anyhow::Result<ExitCode> {
             for f in &files {
                 let text = crate::read_input_file(f)?;
                 // The cause says "nothing was written" when it is a refused write; say it once.
-                let out = import::stage_text(&mut reg, &text, &f.display().to_string(), now)
-                    .map_err(|e| {
+                let out =
+                    import::stage_text(&mut reg, &text, &crate::shown(&f), now).map_err(|e| {
                         let said = e.to_string().contains("nothing was written");
                         anyhow::Error::new(e).context(if said {
-                            format!("{}: not imported", f.display())
+                            format!("{}: not imported", crate::shown(&f))
                         } else {
-                            format!("{}: not imported; nothing was written", f.display())
+                            format!("{}: not imported; nothing was written", crate::shown(&f))
                         })
                     })?;
                 outcomes.push(out);
@@ -137,7 +149,7 @@ pub fn cmd_registry(a: RegistryArgs) -> anyhow::Result<ExitCode> {
             for p in &reg.problems {
                 eprintln!(
                     "{}: warning: {} skipped ({}: {})",
-                    dir.display(),
+                    crate::shown(&dir),
                     p.path,
                     p.rule,
                     servebench_client::error::one_line(&p.message, 300)
@@ -154,7 +166,7 @@ pub fn cmd_registry(a: RegistryArgs) -> anyhow::Result<ExitCode> {
             for (c, why) in &refused {
                 eprintln!(
                     "{}: warning: recipe {:?} not rewritten ({why}); its status stays {:?}",
-                    dir.display(),
+                    crate::shown(&dir),
                     c.recipe_id,
                     c.stored
                 );
@@ -176,7 +188,7 @@ pub fn cmd_registry(a: RegistryArgs) -> anyhow::Result<ExitCode> {
             if changes.is_empty() && refused.is_empty() {
                 eprintln!(
                     "{}: every recipe status matches the trust derivation{}",
-                    dir.display(),
+                    crate::shown(&dir),
                     if skipped == 0 {
                         String::new()
                     } else {

@@ -124,7 +124,7 @@ pub fn cmd_serve(a: ServeArgs) -> anyhow::Result<ExitCode> {
             eprintln!(
                 "servebench registry serve: {} records from {} (snapshot {}, loaded in {:.0} ms)",
                 snap.total_records(),
-                snap.root.display(),
+                crate::shown(&snap.root),
                 &snap.hash[..12],
                 snap.loaded_in.as_secs_f64() * 1000.0
             );

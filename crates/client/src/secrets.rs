@@ -77,18 +77,19 @@ pub fn any() -> bool {
 
 /// `s` with every registered secret replaced by [`REDACTED`]; borrowed (no copy) when it holds
 /// none.
+///
+/// The match ignores ASCII case and the invisible characters and combining marks that may
+/// stand between a secret's characters ([`servebench_results::replace_secrets`]): a server
+/// that echoes the key lower-cased or split by U+200B does not get it through.
 pub fn scrub(s: &str) -> Cow<'_, str> {
     let known = KNOWN.read().unwrap_or_else(|e| e.into_inner());
-    if !known.iter().any(|k| s.contains(k.as_str())) {
+    if known.is_empty() {
         return Cow::Borrowed(s);
     }
-    let mut out = s.to_string();
-    for k in known.iter() {
-        if out.contains(k.as_str()) {
-            out = out.replace(k.as_str(), REDACTED);
-        }
+    match servebench_results::replace_secrets(s, &known, REDACTED) {
+        Some(out) => Cow::Owned(out),
+        None => Cow::Borrowed(s),
     }
-    Cow::Owned(out)
 }
 
 /// Scrubs every string and object key inside `v` in place ([`scrub`]); true when something was

@@ -24,35 +24,6 @@
 
 use serde_json::Value;
 
-// characters that draw nothing (format characters, fillers, variation selectors): the same set
-// the report and the logs blank
-use servebench_results::is_invisible;
-
-/// `hay` with every occurrence of `needle` (ASCII case ignored) replaced by [`REDACTED`];
-/// `None` when there is none. ASCII lowercasing keeps byte offsets, so the positions found in
-/// the lowered text are those of the original.
-fn replace_ignoring_ascii_case(hay: &str, needle: &str) -> Option<String> {
-    if needle.is_empty() {
-        return None;
-    }
-    let (h, n) = (hay.to_ascii_lowercase(), needle.to_ascii_lowercase());
-    let mut out = String::with_capacity(hay.len());
-    let mut last = 0;
-    for (i, _) in h.match_indices(&n) {
-        if i < last {
-            continue;
-        }
-        out.push_str(&hay[last..i]);
-        out.push_str(REDACTED);
-        last = i + n.len();
-    }
-    if last == 0 {
-        return None;
-    }
-    out.push_str(&hay[last..]);
-    Some(out)
-}
-
 /// What a secret value is replaced with.
 pub const REDACTED: &str = "<redacted>";
 
@@ -699,34 +670,13 @@ impl Scrubber {
     }
 
     /// `s` with every known secret value replaced by [`REDACTED`]. The match ignores ASCII
-    /// case (a server that echoes `bearer CANARY` lower-cased) and, when invisible format
-    /// characters ([`is_invisible`]) stand in `s`, them too: a key split by soft hyphens or
-    /// zero-width spaces is found, and the text is given back without those characters.
+    /// case (a server that echoes `bearer CANARY` lower-cased) and the invisible characters
+    /// and combining marks between a secret's characters
+    /// ([`servebench_results::replace_secrets`]): a key split by soft hyphens or zero-width
+    /// spaces is found; the rest of the text is kept.
     pub fn scrub_str(&self, s: &str) -> String {
-        let mut out = s.to_string();
-        if out.chars().any(is_invisible) {
-            let cleaned: String = out.chars().filter(|c| !is_invisible(*c)).collect();
-            let mut hit = false;
-            let scrubbed = self.scrub_visible(&cleaned, &mut hit);
-            if hit {
-                return scrubbed;
-            }
-        }
-        let mut hit = false;
-        out = self.scrub_visible(&out, &mut hit);
-        out
-    }
-
-    /// Replaces every known secret in `s`, ignoring ASCII case; sets `hit` when one was found.
-    fn scrub_visible(&self, s: &str, hit: &mut bool) -> String {
-        let mut out = s.to_string();
-        for sec in &self.secrets {
-            if let Some(r) = replace_ignoring_ascii_case(&out, sec) {
-                out = r;
-                *hit = true;
-            }
-        }
-        out
+        servebench_results::replace_secrets(s, &self.secrets, REDACTED)
+            .unwrap_or_else(|| s.to_string())
     }
 
     /// Scrubs every string (and object key) inside `v`, in place.

@@ -43,7 +43,16 @@ impl Problem {
 
 impl fmt::Display for Problem {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        write!(f, "{}: {}: {}", self.path, self.rule, self.message)
+        // a file name or a record's value with control or invisible characters must not
+        // reach the terminal raw (break-it round 8)
+        use servebench_results::escape_for_terminal as safe;
+        write!(
+            f,
+            "{}: {}: {}",
+            safe(&self.path),
+            safe(&self.rule),
+            safe(&self.message)
+        )
     }
 }
 

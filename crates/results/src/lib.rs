@@ -68,6 +68,135 @@ pub fn is_invisible(c: char) -> bool {
     )
 }
 
+/// `s` fit for a terminal line: every control character (line breaks included) and every
+/// invisible character ([`is_invisible`]) written as a `\u{…}` escape, so a file name or a
+/// record's text cannot retitle or recolour the terminal, reorder what follows, or forge a
+/// line (break-it round 8: registry file names and schema messages printed raw). Borrowed
+/// when there is none.
+pub fn escape_for_terminal(s: &str) -> std::borrow::Cow<'_, str> {
+    let bad = |c: char| c.is_control() || is_invisible(c);
+    if !s.chars().any(bad) {
+        return std::borrow::Cow::Borrowed(s);
+    }
+    let mut out = String::with_capacity(s.len() + 16);
+    for c in s.chars() {
+        if bad(c) {
+            out.push_str(&format!("\\u{{{:x}}}", c as u32));
+        } else {
+            out.push(c);
+        }
+    }
+    std::borrow::Cow::Owned(out)
+}
+
+/// Characters a secret's matcher skips in a text: the invisible ones ([`is_invisible`]) and
+/// combining marks (U+0300–U+036F, U+1AB0–U+1AFF, U+1DC0–U+1DFF, U+20D0–U+20FF,
+/// U+FE20–U+FE2F): a key split by a zero-width space or by accents still reads as the key.
+fn is_skipped_in_secrets(c: char) -> bool {
+    is_invisible(c)
+        || matches!(
+            c,
+            '\u{0300}'..='\u{036F}'
+                | '\u{1AB0}'..='\u{1AFF}'
+                | '\u{1DC0}'..='\u{1DFF}'
+                | '\u{20D0}'..='\u{20FF}'
+                | '\u{FE20}'..='\u{FE2F}'
+        )
+}
+
+/// `hay` with every occurrence of each of `needles` replaced by `with`, matching whatever the
+/// ASCII case and whatever invisible characters or combining marks stand between the
+/// characters (break-it rounds 7 and 8: a server echoing the API key lower-cased, or split by
+/// U+200B, U+00AD or U+0301, passed an exact match). The rest of the text is kept as it was.
+/// `None` when nothing matched. Needles that are empty once those characters are skipped are
+/// ignored.
+pub fn replace_secrets<S: AsRef<str>>(hay: &str, needles: &[S], with: &str) -> Option<String> {
+    // the text as matched (skipped characters out, ASCII lower case), and for each of its
+    // bytes the start of the original character it came from
+    let mut skel = String::with_capacity(hay.len());
+    let mut origin: Vec<usize> = Vec::with_capacity(hay.len());
+    for (i, c) in hay.char_indices() {
+        if is_skipped_in_secrets(c) {
+            continue;
+        }
+        skel.push(c.to_ascii_lowercase());
+        origin.resize(skel.len(), i);
+    }
+    let mut ranges: Vec<(usize, usize)> = Vec::new();
+    for n in needles {
+        let n: String = n
+            .as_ref()
+            .chars()
+            .filter(|c| !is_skipped_in_secrets(*c))
+            .map(|c| c.to_ascii_lowercase())
+            .collect();
+        if n.is_empty() {
+            continue;
+        }
+        for (i, _) in skel.match_indices(&n) {
+            let last = origin[i + n.len() - 1];
+            let last_len = hay[last..].chars().next().map_or(1, char::len_utf8);
+            ranges.push((origin[i], last + last_len));
+        }
+    }
+    if ranges.is_empty() {
+        return None;
+    }
+    ranges.sort_unstable();
+    let mut out = String::with_capacity(hay.len());
+    let mut at = 0;
+    for (a, b) in ranges {
+        if b <= at {
+            continue;
+        }
+        if a >= at {
+            out.push_str(&hay[at..a]);
+            out.push_str(with);
+        }
+        at = b;
+    }
+    out.push_str(&hay[at..]);
+    Some(out)
+}
+
+#[cfg(test)]
+mod secret_match_tests {
+    use super::replace_secrets;
+
+    #[test]
+    fn secrets_match_whatever_the_case_invisible_characters_and_marks() {
+        let k = ["CanaryKey123456"];
+        let r = |s: &str| replace_secrets(s, &k, "<r>");
+        assert_eq!(
+            r("x canarykey123456-instruct").as_deref(),
+            Some("x <r>-instruct")
+        );
+        assert_eq!(
+            r("CAN\u{200B}ARY\u{00AD}KEY\u{2060}123456!").as_deref(),
+            Some("<r>!")
+        );
+        assert_eq!(r("CA\u{0301}NARYKEY123456").as_deref(), Some("<r>"));
+        assert_eq!(r("é CANARYKEY123456 é").as_deref(), Some("é <r> é"));
+        assert_eq!(r("nothing here"), None);
+        // overlapping needles: the text is replaced once
+        assert_eq!(
+            replace_secrets("aaSECRETSECRETaa", &["secretsecret", "secret"], "#").as_deref(),
+            Some("aa#aa")
+        );
+        assert_eq!(replace_secrets("abc", &["\u{200B}"], "#"), None);
+    }
+
+    #[test]
+    fn terminal_escapes() {
+        use super::escape_for_terminal as e;
+        assert_eq!(e("plain/path.json"), "plain/path.json");
+        assert_eq!(
+            e("a\u{1b}]0;T\u{7}b\nc\u{202E}"),
+            "a\\u{1b}]0;T\\u{7}b\\u{a}c\\u{202e}"
+        );
+    }
+}
+
 #[cfg(test)]
 mod invisible_tests {
     #[test]
