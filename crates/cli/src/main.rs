@@ -129,7 +129,7 @@ async fn cmd_run(a: RunArgs) -> anyhow::Result<ExitCode> {
             }
             (_, AnyResults::Task(_)) => args::usage_bail!(
                 "--resume {}: this is a `servebench task` results file; only `servebench run` results can be resumed",
-                crate::shown(&f)
+                crate::shown(f)
             ),
         },
         None => None,
@@ -264,7 +264,7 @@ fn rerun_impossible(file: &mut Results, raw: &serde_json::Value, path: &std::pat
         let _ = writeln!(
             std::io::stderr(),
             "servebench: --resume {}: {rerun} impossible values in finished rows (first: {first}); those rows run again (`servebench validate` lists them)",
-            crate::shown(&path)
+            crate::shown(path)
         );
     }
 }
@@ -283,11 +283,11 @@ fn resume_from(
     servebench_core::resume::check_settings(file, cfg, embedded).map_err(|e| {
         args::usage(anyhow::anyhow!(
             "--resume {}: {}",
-            crate::shown(&path),
+            crate::shown(path),
             args::resume_mismatch_message(&e)
         ))
     })?;
-    let r = servebench_core::resume::Resume::from_results(file, &crate::shown(&path));
+    let r = servebench_core::resume::Resume::from_results(file, &crate::shown(path));
     let rate_rows = if r.rate_rows.is_empty() {
         String::new()
     } else {
@@ -296,7 +296,7 @@ fn resume_from(
     let _ = writeln!(
         std::io::stderr(),
         "servebench: resuming {}: {} cells{rate_rows} and {} prefill rows kept, the missing and failed ones run again",
-        crate::shown(&path),
+        crate::shown(path),
         r.cells.len() + r.burst_cells.len(),
         r.prefill.len()
     );
@@ -339,14 +339,14 @@ fn finish_run(
     let results = &*checkpoint::scrubbed(results);
     let written = output
         .write(results)
-        .with_context(|| format!("cannot write {}", crate::shown(&output.path())));
+        .with_context(|| format!("cannot write {}", crate::shown(output.path())));
     let mut opts = servebench_report::ReportOptions {
         show_capacity_limited_values: results.metadata.show_capacity_limited_values,
         json_path: None,
         percentiles,
     };
     let export_errors = reports::write_run_exports(results, exports, &opts);
-    opts.json_path = written.is_ok().then(|| crate::shown(&output.path()));
+    opts.json_path = written.is_ok().then(|| crate::shown(output.path()));
     let text = servebench_report::render_text(results, &opts);
     let mut stdout = std::io::stdout().lock();
     let _ = writeln!(stdout);
@@ -442,7 +442,7 @@ pub(crate) const MAX_INPUT_BYTES: u64 = 1 << 30;
 /// directory is refused at once, never read or waited on) of at most [`MAX_INPUT_BYTES`].
 pub(crate) fn read_input_file(path: &std::path::Path) -> anyhow::Result<String> {
     use std::io::Read as _;
-    let shown = crate::shown(&path);
+    let shown = crate::shown(path);
     let meta = std::fs::metadata(path).with_context(|| format!("cannot read {shown}"))?;
     if !meta.is_file() {
         anyhow::bail!("cannot read {shown}: not a regular file (a directory, FIFO or device)");
@@ -474,7 +474,7 @@ pub(crate) fn read_results(
     let value = match serde_json::from_str::<serde_json::Value>(&text) {
         Ok(v) => v,
         Err(e) => servebench_results::extract_json_object(&text).ok_or_else(|| {
-            anyhow::anyhow!("{} is not a results JSON file ({e})", crate::shown(&path))
+            anyhow::anyhow!("{} is not a results JSON file ({e})", crate::shown(path))
         })?,
     };
     if !value.is_object() {
@@ -487,24 +487,20 @@ pub(crate) fn read_results(
         };
         anyhow::bail!(
             "{} is not a servebench results file: its top level is {what}, not the JSON object servebench writes (metadata, results, summary_table, …)",
-            crate::shown(&path)
+            crate::shown(path)
         );
     }
     if value.pointer("/metadata/mode").and_then(|m| m.as_str()) == Some("completion_stats") {
         let r = serde_json::from_value(value.clone()).with_context(|| {
             format!(
                 "{} does not have the task results structure",
-                crate::shown(&path)
+                crate::shown(path)
             )
         })?;
         return Ok((value, AnyResults::Task(Box::new(r))));
     }
-    let results: Results = serde_json::from_value(value.clone()).with_context(|| {
-        format!(
-            "{} does not have the results structure",
-            crate::shown(&path)
-        )
-    })?;
+    let results: Results = serde_json::from_value(value.clone())
+        .with_context(|| format!("{} does not have the results structure", crate::shown(path)))?;
     Ok((value, AnyResults::Matrix(Box::new(results))))
 }
 

@@ -57,20 +57,20 @@ pub fn report_problems(dir: &Path, problems: &[servebench_registry::Problem]) ->
     for p in problems {
         println!(
             "{}/{}: {}: {}",
-            crate::shown(&dir),
+            crate::shown(dir),
             p.path,
             p.rule,
             p.message
         );
     }
     if problems.is_empty() {
-        eprintln!("{}: registry valid", crate::shown(&dir));
+        eprintln!("{}: registry valid", crate::shown(dir));
         ExitCode::SUCCESS
     } else {
         let n = problems.len();
         eprintln!(
             "error: {}: {n} problem{}",
-            crate::shown(&dir),
+            crate::shown(dir),
             if n == 1 { "" } else { "s" }
         );
         ExitCode::FAILURE
@@ -84,7 +84,7 @@ pub fn print_write_problems(dir: &Path, w: &servebench_registry::WriteError) {
         for p in problems {
             eprintln!(
                 "{}/{}: {}: {}",
-                crate::shown(&dir),
+                crate::shown(dir),
                 p.path,
                 p.rule,
                 p.message
@@ -112,12 +112,12 @@ pub fn cmd_registry(a: RegistryArgs) -> anyhow::Result<ExitCode> {
                 let text = crate::read_input_file(f)?;
                 // The cause says "nothing was written" when it is a refused write; say it once.
                 let out =
-                    import::stage_text(&mut reg, &text, &crate::shown(&f), now).map_err(|e| {
+                    import::stage_text(&mut reg, &text, &crate::shown(f), now).map_err(|e| {
                         let said = e.to_string().contains("nothing was written");
                         anyhow::Error::new(e).context(if said {
-                            format!("{}: not imported", crate::shown(&f))
+                            format!("{}: not imported", crate::shown(f))
                         } else {
-                            format!("{}: not imported; nothing was written", crate::shown(&f))
+                            format!("{}: not imported; nothing was written", crate::shown(f))
                         })
                     })?;
                 outcomes.push(out);

@@ -120,7 +120,7 @@ pub fn percentiles(s: &str) -> anyhow::Result<Vec<f64>> {
 fn emit(bytes: &[u8], path: Option<&Path>) -> anyhow::Result<()> {
     match path {
         Some(p) => servebench_report::write_atomic(p, bytes)
-            .with_context(|| format!("cannot write {}", crate::shown(&p))),
+            .with_context(|| format!("cannot write {}", crate::shown(p))),
         None => {
             let mut out = std::io::stdout().lock();
             out.write_all(bytes)
@@ -159,7 +159,7 @@ fn warn_if_invalid(path: &Path, value: &serde_json::Value, task: bool) {
     }
     eprintln!(
         "warning: {} does not pass `servebench validate` ({}; first: {first}); it is shown as written",
-        crate::shown(&path),
+        crate::shown(path),
         found.join(", ")
     );
 }
@@ -180,11 +180,11 @@ fn read_matrix(path: &Path) -> anyhow::Result<Results> {
         }
         AnyResults::Task(_) => anyhow::bail!(
             "{} is a `servebench task` results file; only `servebench report` with the text format reads it",
-            crate::shown(&path)
+            crate::shown(path)
         ),
         _ => anyhow::bail!(
             "{} is not a servebench (or llm_decode_bench) results file: it has no `metadata` object and `results` list",
-            crate::shown(&path)
+            crate::shown(path)
         ),
     }
 }
@@ -252,7 +252,7 @@ pub fn cmd_compare(a: CompareArgs) -> anyhow::Result<ExitCode> {
     }
     let mut runs: Vec<(String, Results)> = Vec::new();
     for f in &a.files {
-        runs.push((crate::shown(&f), read_matrix(f)?));
+        runs.push((crate::shown(f), read_matrix(f)?));
     }
     let opts = CompareOptions {
         noise_pct: a.noise_pct,
@@ -364,13 +364,13 @@ pub fn keep_previous(path: &Path) {
     match servebench_report::rotate_existing(path) {
         Ok(Some(kept)) => eprintln!(
             "servebench: {} already existed; the previous file is kept as {}",
-            crate::shown(&path),
+            crate::shown(path),
             crate::shown(&kept)
         ),
         Ok(None) => {}
         Err(e) => eprintln!(
             "servebench: cannot keep the previous {} ({e}); it will be replaced",
-            crate::shown(&path)
+            crate::shown(path)
         ),
     }
 }
