@@ -414,6 +414,28 @@ fn a_burst_without_usage_is_labelled_the_chunk_fallback_and_fails_the_exit_code(
 }
 
 #[test]
+fn a_trickling_scout_ends_one_idle_timeout_after_its_first_token() {
+    // max_tokens 1 ignored, a token every 300 ms, inside the 1 s idle timeout (break-it round
+    // 8: each scout ran to the 2 × 1 + 16 token cut, 19 minutes at one token a minute)
+    let s = faulty::start(Config::new(Fault::Trickle { every_ms: 300 }, 1));
+    let r = run(
+        &s.url(),
+        &["--contexts", "1k", "--stream-idle-timeout", "1"],
+        SHORT_LIMIT,
+    );
+    let c = r.cell();
+    assert_eq!(c["error_kind"], "max_tokens_ignored", "{}", r.dump());
+    assert!(
+        c["status_reason"]
+            .as_str()
+            .unwrap()
+            .contains("a max_tokens = 1 request was still streaming 1 s after its first token"),
+        "{c:#}"
+    );
+    assert!(r.elapsed < Duration::from_secs(12), "{}", r.dump());
+}
+
+#[test]
 fn endless_text_with_usage_stuck_is_cut_as_ignoring_max_tokens() {
     // usage says 1 for ever while text keeps coming: the token events pass the endless bound
     let s = faulty::start(Config::new(Fault::EndlessUsageStuck, 1));

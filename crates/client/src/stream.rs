@@ -760,8 +760,11 @@ pub async fn run_stream(
     hooks: StreamHooks<'_>,
 ) -> StreamOutcome {
     let policy = *client.policy();
-    let limits = policy.limits(hooks.class, body.len(), hooks.in_flight);
+    let mut limits = policy.limits(hooks.class, body.len(), hooks.in_flight);
     let max_tokens = body_max_tokens(&body);
+    if max_tokens == Some(1) {
+        limits.single_token_end = limits.idle;
+    }
     let (mut rejected, mut retries) = (0u32, 0u32);
     loop {
         let mut out = match client.h1_endpoint() {
@@ -929,8 +932,20 @@ fn next_deadline(
         .first_token_at()
         .and_then(|_| limits.no_token_deadline(acc.last_token_at()));
     let now = Instant::now();
+    let earlier =
+        |d: Instant, other: Option<(Instant, FailureKind)>| other.is_none_or(|(o, _)| d < o);
+    if let Some(s) = limits
+        .single_token_deadline(acc.first_token_at())
+        .filter(|&s| earlier(s, phase) && no_token.is_none_or(|n| s < n))
+    {
+        return Some((
+            s,
+            FailureKind::MaxTokensIgnored,
+            msg_if(now >= s, || limits.single_token_message()),
+        ));
+    }
     match no_token {
-        Some(n) if phase.is_none_or(|(d, _)| n < d) => Some((
+        Some(n) if earlier(n, phase) => Some((
             n,
             FailureKind::StreamStalled,
             msg_if(now >= n, || limits.no_token_message()),

@@ -183,6 +183,11 @@ pub struct RequestLimits {
     pub total_limit: Limit,
     /// The prompt tokens in flight behind the first-token deadline (for the message).
     pub prompt_tokens_in_flight: u64,
+    /// A `max_tokens = 1` request (a scout, a prefill sample): after its first token the whole
+    /// answer must end within this (the stream idle timeout), else it is cut as
+    /// `max_tokens_ignored` ([`RequestLimits::single_token_deadline`]). Set by the stream from
+    /// the body; `None` for every other request.
+    pub single_token_end: Option<Duration>,
 }
 
 impl RequestPolicy {
@@ -226,6 +231,7 @@ impl RequestPolicy {
                     Limit::Probe
                 },
                 prompt_tokens_in_flight: tokens,
+                single_token_end: None,
             },
             RequestClass::Normal => {
                 let ft = self.first_token_for(tokens);
@@ -242,6 +248,7 @@ impl RequestPolicy {
                     first_token_limit: Limit::FirstToken,
                     total_limit: Limit::Request,
                     prompt_tokens_in_flight: tokens,
+                    single_token_end: None,
                 }
             }
         }
@@ -293,6 +300,24 @@ impl RequestLimits {
     /// set. `None` before the first token or with the idle limit off.
     pub fn no_token_deadline(&self, last_token: Option<Instant>) -> Option<Instant> {
         Some(last_token? + self.idle?.mul_f64(NO_TOKEN_IDLE_FACTOR))
+    }
+
+    /// After the first token of a `max_tokens = 1` request, the latest time its answer may
+    /// end: `first_token + single_token_end` (break-it round 8: a server ignoring max_tokens
+    /// and trickling a token every 1.9 s held each scout until the 2 × max_tokens + 16 cut,
+    /// 19 tokens; at one token just inside the idle timeout, 19 minutes per context). `None`
+    /// for other requests and before the first token.
+    pub fn single_token_deadline(&self, first_token: Option<Instant>) -> Option<Instant> {
+        Some(first_token? + self.single_token_end?)
+    }
+
+    /// The message of a [`Self::single_token_deadline`] that passed.
+    pub fn single_token_message(&self) -> String {
+        format!(
+            "max_tokens_ignored: a max_tokens = 1 request was still streaming {} after its first token ({})",
+            format_secs(self.single_token_end.unwrap_or_default().as_secs_f64()),
+            Limit::StreamIdle
+        )
     }
 
     /// The message of a [`Self::no_token_deadline`] that passed.

@@ -26,6 +26,9 @@ pub enum Fault {
     StallAfter { tokens: u64 },
     /// Streams tokens forever, ignoring max_tokens.
     Endless,
+    /// Streams tokens forever, one every `every_ms`, ignoring max_tokens (a trickle inside the
+    /// stream idle timeout).
+    Trickle { every_ms: u64 },
     /// After three tokens, usage.completion_tokens jumps to 1,000,000.
     AbsurdUsage,
     /// Healthy stream, but usage.prompt_tokens is this.
@@ -409,6 +412,15 @@ fn serve(mut s: TcpStream, cfg: &Config, count: &AtomicUsize) -> std::io::Result
                 k += 1;
                 token(&mut s, prompt, k)?;
                 std::thread::sleep(Duration::from_millis(2));
+            }
+        }
+        Fault::Trickle { every_ms } => {
+            sse_head(&mut s)?;
+            let mut k = 0;
+            loop {
+                k += 1;
+                token(&mut s, prompt, k)?;
+                std::thread::sleep(Duration::from_millis(every_ms));
             }
         }
         Fault::AbsurdUsage => {
