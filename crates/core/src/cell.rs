@@ -42,7 +42,7 @@ use crate::aggregate::RequestStats;
 use crate::events::{CellProgress, EventSink, LiveFeed, Phase, RunEvent};
 use crate::load::readiness::{Decision, Observation, Readiness, ReadinessRules};
 use crate::load::scout::{scout, scout_failure_reason, Scout, INTERRUPTED_REASON};
-use crate::load::window::{Window, WindowStep, WindowTally};
+use crate::load::window::{Window, WindowStep, WindowTally, ESTIMATED_SHARE_WARN};
 use crate::load::FirstFailure;
 use crate::load::{same_body, BodyFn, Load, LoadPattern, LoadSpec};
 use crate::measure::{
@@ -50,8 +50,8 @@ use crate::measure::{
 };
 use crate::plan::CellSpec;
 use crate::plausibility::{
-    analyze_stalls, check_requests, check_stream_timing, stall_finding, RequestFacts, StallInput,
-    StreamTiming,
+    analyze_stalls, check_requests, check_stream_timing, stall_finding, Finding, RequestFacts,
+    StallInput, StreamTiming,
 };
 use crate::procstat::process_cpu_seconds;
 use crate::telemetry::{ClientWindow, Occupancy, Sampler, ServerSample, Telemetry, TimedScrape};
@@ -723,7 +723,8 @@ impl SustainedRun {
         m.requests = Some(stats);
     }
 
-    /// Warnings about usage reporting, early stops and a descheduled client.
+    /// Warnings about usage reporting, early stops and a descheduled client (the typed
+    /// estimate warning is [`estimate_finding`]).
     fn window_warnings(
         &self,
         tally: &WindowTally,
@@ -823,6 +824,7 @@ impl SustainedRun {
         let typical_gap = stats.chunk_itl.as_ref().map(|x| x.percentile(50.0));
         let stalls = analyze_stalls(&stall_inputs, (w.start, w.end), typical_gap);
         findings.extend(stall_finding(&stalls));
+        findings.extend(estimate_finding(tally));
         m.stalls = Some(stalls);
         if tally.tokens == 0 && tally.token_events > 0 {
             // Tokens arrived, but the server's cumulative usage did not grow inside the window
@@ -876,4 +878,39 @@ fn interrupted(
         window: None,
         records: Vec::new(),
     }
+}
+
+/// The typed `estimated_tokens` warning of a window whose count is partly an estimate
+/// (break-it round 8: cells `ok` at 0.125× to 2.5× the truth with no typed warning):
+/// * more than [`ESTIMATED_SHARE_WARN`] of its tokens are final usage spread over the chunks
+///   of requests straddling its edges, or cut requests credited at the cell's tokens per chunk
+///   ([`WindowTally::of`]): exact when every chunk carries the same number of tokens, off when
+///   that number changes over time;
+/// * or no request of the window reported any usage: every token was counted one per chunk,
+///   a lower bound when chunks carry several.
+fn estimate_finding(tally: &WindowTally) -> Option<Finding> {
+    if tally.tokens == 0 {
+        return None;
+    }
+    let est = tally.estimated();
+    let share = est as f64 / tally.tokens as f64;
+    let message = if share > ESTIMATED_SHARE_WARN {
+        format!(
+            "estimated_tokens: {est} of the window's {} tokens ({:.0} %) are an estimate, not a count: usage came only at the end, so the final usage of requests straddling the window's edges was spread over their chunks and requests cut at its end were credited at the finished ones' tokens per chunk; exact only when every chunk carries as many tokens",
+            tally.tokens,
+            share * 100.0
+        )
+    } else if !tally.usage_seen && tally.multi_event > 0 {
+        format!(
+            "estimated_tokens: no request of the window reported usage: its {} tokens were counted one per chunk, a lower bound when chunks carry several (speculative decoding)",
+            tally.tokens
+        )
+    } else {
+        return None;
+    };
+    Some(Finding {
+        kind: FailureKind::EstimatedTokens,
+        invalid: false,
+        message,
+    })
 }

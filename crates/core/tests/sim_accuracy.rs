@@ -411,5 +411,13 @@ async fn final_usage_only_with_multi_token_chunks_matches_truth() {
         "{:?}",
         out.result.warnings
     );
+    // the estimated part is named with a typed warning (exact here, but an estimate)
+    assert!(
+        out.result
+            .warning_kinds
+            .contains(&servebench_results::FailureKind::EstimatedTokens),
+        "{:?}",
+        out.result.warning_kinds
+    );
     assert_aggregate_matches(&out, &s.truth());
 }

@@ -250,6 +250,10 @@ string_enum! {
         /// A request-count or Burst / E2E cell passed its wall-clock deadline (`--batch-timeout`):
         /// the requests in flight were cut, the rest never sent.
         BatchTimeout = "batch_timeout",
+        /// A warning: the window's token count is partly an estimate (usage only at the end
+        /// with chunks that straddle the window's edges, or no usage at all: one token per
+        /// chunk, a lower bound) and that part is large enough to move the headline.
+        EstimatedTokens = "estimated_tokens",
     }
 }
 

@@ -106,7 +106,17 @@ pub struct WindowTally {
     /// Requests cut at the window end without any usage that were credited at
     /// [`fallback_tokens_per_chunk`](Self::fallback_tokens_per_chunk), and the tokens that added.
     pub extrapolated: (u64, u64),
+    /// Tokens of final usage spread into the window from requests whose chunks straddle its
+    /// edges (an estimate: the share of their in-window chunks), tokens.
+    pub spread: u64,
+    /// An overlapping request reported `usage.completion_tokens` (none did: every token was
+    /// counted one per chunk).
+    pub usage_seen: bool,
 }
+
+/// Share of the window's tokens above which its estimated part ([`WindowTally::estimated`])
+/// is a typed `estimated_tokens` warning.
+pub const ESTIMATED_SHARE_WARN: f64 = 0.05;
 
 impl WindowTally {
     /// Folds one request.
@@ -123,6 +133,7 @@ impl WindowTally {
             return;
         }
         self.requests += 1;
+        self.usage_seen |= r.usage_completion_tokens.is_some();
         if r.token_events >= 2 {
             self.multi_event += 1;
             if r.continuous_usage {
@@ -172,7 +183,12 @@ impl WindowTally {
             } else if !r.continuous_usage && r.untimed_tokens > 0 && !r.timed_events.is_empty() {
                 // (no timed event at all: the live credit, at the usage's arrival, stands; the
                 // plausibility check judges a count no chunk carried)
-                r.tokens_between(w.start, w.end)
+                let credit = r.tokens_between(w.start, w.end);
+                if credit > 0 && o.window_token_events < r.token_events {
+                    // some of its chunks lie outside: its in-window share is an estimate
+                    t.spread += credit.saturating_sub(o.window_token_events);
+                }
+                credit
             } else if let Some(ratio) = t
                 .fallback_tokens_per_chunk
                 .filter(|_| cut_without_usage(r) && o.window_tokens > 0)
@@ -194,6 +210,12 @@ impl WindowTally {
             t.add_credit(w, o, credit);
         }
         t
+    }
+
+    /// Tokens of the window that are an estimate rather than counted: final usage spread
+    /// over straddling requests' chunks plus the extrapolation of cut ones, tokens.
+    pub fn estimated(&self) -> u64 {
+        self.spread + self.extrapolated.1
     }
 
     /// Usage came on every chunk of every multi-event request (and there was one).
