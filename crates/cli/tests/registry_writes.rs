@@ -129,6 +129,44 @@ fn import_of_schema_invalid_records_changes_nothing() {
     assert!(sb(&["registry", "validate", "reg"], d).status.success());
 }
 
+/// Break-it round 8: an import that is valid itself but breaks another file (a recipe that
+/// drops its sweep's link, hardware with 0.001 GB of VRAM under an untouched sweep) exited 0
+/// and left the registry invalid.
+#[test]
+fn an_import_that_breaks_an_untouched_file_is_refused() {
+    let examples = concat!(env!("CARGO_MANIFEST_DIR"), "/../../examples/registry");
+    let recipe = format!("{examples}/recipe/servebench-sim-builtin-tp1.json");
+    let hw = format!("{examples}/hardware/rtx-pro-6000-blackwell-96gb.json");
+    type Edit<'a> = (&'a str, &'a str, fn(&mut Value));
+    let edits: [Edit<'_>; 2] = [
+        (&recipe, "recipe.json", |v| v["speed_sweep_ids"] = json!([])),
+        (&hw, "hw.json", |v| v["memory"]["vram_gb"] = json!(0.001)),
+    ];
+    for (src, name, edit) in edits {
+        let dir = tempfile::tempdir().unwrap();
+        let d = dir.path();
+        let reg = d.join("reg");
+        let cp = Command::new("cp")
+            .args(["-r", examples, reg.to_str().unwrap()])
+            .status()
+            .unwrap();
+        assert!(cp.success());
+        assert!(sb(&["registry", "validate", "reg"], d).status.success());
+        let before = files(&reg);
+        let mut v: Value = serde_json::from_str(&std::fs::read_to_string(src).unwrap()).unwrap();
+        edit(&mut v);
+        write_json(&d.join(name), &v);
+        let out = sb(&["registry", "import", name, "--registry", "reg"], d);
+        assert_eq!(out.status.code(), Some(1), "{name}");
+        assert!(
+            String::from_utf8_lossy(&out.stderr).contains("would leave the registry invalid"),
+            "{name}"
+        );
+        assert_eq!(files(&reg), before, "{name}: every file as it was");
+        assert!(sb(&["registry", "validate", "reg"], d).status.success());
+    }
+}
+
 fn sim_run(d: &Path) {
     let run = sb(
         &[

@@ -139,19 +139,48 @@ fn is_secret_query_name(k: &str) -> bool {
 /// `path?query` with the values of secret query parameters ([`is_secret_query_name`]) redacted;
 /// text without `?` is returned as it is.
 fn redact_query(url_rest: &str) -> String {
-    match url_rest.split_once('?') {
-        Some((path, query)) => {
-            let q: Vec<String> = query
-                .split('&')
-                .map(|kv| match kv.split_once('=') {
-                    Some((k, _)) if is_secret_query_name(k) => format!("{k}={REDACTED}"),
-                    _ => kv.to_string(),
-                })
-                .collect();
-            format!("{path}?{}", q.join("&"))
+    // the query and the fragment (`#access_token=X`, OAuth's implicit flow) alike
+    let Some(start) = url_rest.find(['?', '#']) else {
+        return url_rest.to_string();
+    };
+    let mut out = String::with_capacity(url_rest.len());
+    out.push_str(&url_rest[..start]);
+    let mut rest = &url_rest[start..];
+    while let Some(sep) = rest.chars().next() {
+        out.push(sep);
+        rest = &rest[1..];
+        let end = rest.find(['&', '?', '#']).unwrap_or(rest.len());
+        let kv = &rest[..end];
+        match kv.split_once('=') {
+            Some((k, _)) if is_secret_query_name(k) => {
+                out.push_str(k);
+                out.push('=');
+                out.push_str(REDACTED);
+            }
+            _ => out.push_str(kv),
         }
-        None => url_rest.to_string(),
+        rest = &rest[end..];
     }
+    out
+}
+
+/// `user:password@host` without a scheme (`--proxy u:X@proxy:8080`, `all_proxy=u:X@h`): the
+/// password is redacted. Not a Docker image reference (`name:tag@sha256:…`).
+fn redact_bare_userinfo(w: &str) -> Option<String> {
+    if w.contains("://") {
+        return None;
+    }
+    let at = w.rfind('@')?;
+    if w[at + 1..].starts_with("sha256:") || at + 1 == w.len() {
+        return None;
+    }
+    let colon = w[..at].find(':')?;
+    let user = &w[..colon];
+    let pass = &w[colon + 1..at];
+    if user.is_empty() || pass.is_empty() || user.contains(['/', '@', '=']) || pass.contains('/') {
+        return None;
+    }
+    Some(format!("{user}:{REDACTED}{}", &w[at..]))
 }
 
 /// `s` with URL credentials (`scheme://user:pass@host` → `scheme://<redacted>@host`) and the
@@ -159,7 +188,7 @@ fn redact_query(url_rest: &str) -> String {
 /// in URLs and in words without a scheme (`/m?sig=X`, `?token=X`).
 pub fn redact_urls(s: &str) -> String {
     if !s.contains("://") {
-        if !s.contains('?') {
+        if !s.contains(['?', '#']) {
             return s.to_string();
         }
         let mut out = String::with_capacity(s.len());
@@ -231,6 +260,27 @@ fn secret_header(a: &str) -> Option<&str> {
     .then_some(value)
 }
 
+/// curl's (and others') user flags, whose value is `user:password`: `-u`, `--user`, `-U`,
+/// `--proxy-user`.
+fn is_user_flag(a: &str) -> bool {
+    matches!(
+        a.trim_start_matches(['\'', '"']),
+        "-u" | "--user" | "-U" | "--proxy-user"
+    )
+}
+
+/// `--user=admin:X`, `--proxy-user=admin:X`, `-uadmin:X`, `-Uadmin:X`: the password goes.
+fn redact_glued_user(a: &str) -> Option<String> {
+    let (flag, value) = ["--user=", "--proxy-user=", "-u", "-U"]
+        .iter()
+        .find_map(|f| a.strip_prefix(f).map(|v| (*f, v)))?;
+    if value.is_empty() || value.contains("://") || flag.len() == 2 && a.starts_with("--") {
+        return None;
+    }
+    let (name, pass) = value.split_once(':')?;
+    (!pass.is_empty()).then(|| format!("{flag}{name}:{}", redacted_value(pass)))
+}
+
 /// A command line with secret values redacted (rules in the module docs): `--api-key X` →
 /// `--api-key <redacted>`, `--hf-token=X` → `--hf-token=<redacted>`, `-k X`, `HF_TOKEN=X` (as in
 /// `env HF_TOKEN=X vllm …` or `docker run -e HF_TOKEN=X`) → `HF_TOKEN=<redacted>`,
@@ -242,7 +292,7 @@ pub fn redact_args(args: &[String]) -> Vec<String> {
     let mut after_user = false;
     for a in args {
         // curl's `-u user:password` (`--user` too): the password goes, the user stays
-        let user = std::mem::replace(&mut after_user, a == "-u" || a == "--user");
+        let user = std::mem::replace(&mut after_user, is_user_flag(a));
         if user && !a.contains("://") {
             if let Some((name, _)) = a.split_once(':') {
                 out.push(format!("{name}:{}", redacted_value(&a[name.len() + 1..])));
@@ -430,6 +480,21 @@ fn redact_word_rules(a: &str) -> (String, bool) {
     if looks_like_token(a) {
         return (redacted_value(a), false);
     }
+    if let Some(r) = redact_glued_user(a) {
+        return (r, false);
+    }
+    // `a=1,api_key=X` (a comma-separated list of settings): each item by the same rules
+    if a.contains(',')
+        && a.contains('=')
+        && !a.contains(char::is_whitespace)
+        && !a.contains(['{', '[', '"'])
+    {
+        let items: Vec<String> = a.split(',').map(|i| redact_word(i).0).collect();
+        let joined = items.join(",");
+        if joined != a {
+            return (joined, false);
+        }
+    }
     if SECRET_SHORT_FLAGS.contains(&a) {
         return (a.to_string(), true);
     }
@@ -490,6 +555,16 @@ fn redact_word_rules(a: &str) -> (String, bool) {
         }
     }
     let lower = a.trim_start().to_ascii_lowercase();
+    let bare = lower.trim_start_matches(['\'', '"']);
+    // `Authorization:`, `Authorization:Bearer`, `Cookie:` as one word: the credential is the
+    // next word (break-it round 8: `-H Authorization:Bearer X` kept X)
+    for h in ["authorization:", "proxy-authorization:", "cookie:"] {
+        if let Some(rest) = bare.strip_prefix(h) {
+            if matches!(rest, "" | "bearer" | "basic" | "digest" | "token") {
+                return (a.to_string(), true);
+            }
+        }
+    }
     if lower.starts_with("authorization:")
         || lower.starts_with("bearer ")
         || lower.starts_with("proxy-authorization:")
@@ -509,6 +584,9 @@ fn redact_word_rules(a: &str) -> (String, bool) {
         } else {
             (format!("{name}{REDACTED}"), false)
         };
+    }
+    if let Some(r) = redact_bare_userinfo(a) {
+        return (r, false);
     }
     (redact_urls(a), false)
 }
@@ -549,7 +627,7 @@ pub fn redact_text(s: &str) -> String {
         }
         // curl's `-u user:password` inside a command string
         let bare = w.trim_start_matches(['\'', '"']);
-        let user = std::mem::replace(&mut after_user, bare == "-u" || bare == "--user");
+        let user = std::mem::replace(&mut after_user, is_user_flag(bare));
         if user && !w.contains("://") {
             if let Some((name, value)) = w.split_once(':') {
                 out.push_str(&format!("{name}:{}", redacted_value(value)));
@@ -917,6 +995,57 @@ mod tests {
         ]));
         assert!(!out.join(" ").contains("CANARY"), "{out:?}");
         assert_eq!(out[3], "os.environ['VLLM_API_KEY']='<redacted>'");
+    }
+
+    /// Break-it round 8: forms of argv and environment values that kept their secret.
+    #[test]
+    fn round_8_argv_and_env_forms_are_redacted() {
+        let args = s(&[
+            "curl",
+            "--proxy",
+            "u:CANARY01@proxy:8080",
+            "https://h/cb#access_token=CANARY02",
+            "-H",
+            "Authorization:Bearer",
+            "CANARY03",
+            "a=1,api_key=CANARY04",
+            "--user=admin:CANARY05",
+            "-uadmin:CANARY06",
+            "--proxy-user",
+            "admin:CANARY07",
+            "-U",
+            "admin:CANARY08",
+            "python:3.11@sha256:abc",
+            "pip",
+            "-U",
+            "vllm",
+        ]);
+        let out = redact_args(&args);
+        assert!(!out.join(" ").contains("CANARY"), "{out:?}");
+        assert!(
+            out.contains(&"python:3.11@sha256:abc".to_string()),
+            "{out:?}"
+        );
+        assert!(out.contains(&"vllm".to_string()), "{out:?}");
+        assert!(
+            out.contains(&"u:<redacted>@proxy:8080".to_string()),
+            "{out:?}"
+        );
+        assert!(out.contains(&"Authorization:Bearer".to_string()), "{out:?}");
+        for text in [
+            "curl -H 'Authorization:Bearer CANARY09' x",
+            "bash -c \"curl --user=admin:CANARY10 h\"",
+            "sh -c 'curl -uadmin:CANARY11 h'",
+            "Authorization:Bearer CANARY12",
+            "authorization:bearer CANARY13",
+            "Cookie: s=CANARY14",
+            "a=1,api_key=CANARY15",
+            "https://h/#access_token=CANARY16",
+            "user:CANARY17@host",
+        ] {
+            let r = redact_text(text);
+            assert!(!r.contains("CANARY"), "{text} -> {r}");
+        }
     }
 
     /// Break-it round 7: an echoed key lower-cased, or split by soft hyphens / zero-width

@@ -1387,7 +1387,7 @@ fn source_block(ctx: &PublishCtx<'_>, host: Map<String, Value>, now: &str) -> Va
     }
     // Command lines, arguments and the server URL as recorded, secrets redacted
     // (`servebench_host::secrets`: flags, URL credentials, environment values).
-    for k in ["command", "run_command", "run_arguments", "server"] {
+    for k in ["command", "run_command", "run_arguments", "server", "host"] {
         if let Some(v) = source.get_mut(k) {
             servebench_host::secrets::redact_json(v);
         }

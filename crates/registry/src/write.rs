@@ -91,19 +91,32 @@ fn inside(guard: &RootGuard, dir: &Path) -> Result<(), WriteError> {
     Ok(())
 }
 
-/// Problems of `after` on the files in `touched` (registry-relative paths) that are not in
-/// `before`.
+/// Problems of `after` that are not in `before`, anywhere in the registry: on the files in
+/// `touched` (registry-relative paths) every problem not there before, and on the other files
+/// every problem whose file and rule had none before (break-it round 8: importing a recipe
+/// with no sweep ids, or a hardware record with 0.001 GB of VRAM, broke an untouched sweep's
+/// link or plausibility and was accepted). A problem an untouched file already had keeps
+/// counting as old when only its message changed.
 pub fn new_problems(
     before: &[Problem],
     after: &[Problem],
     touched: &BTreeSet<String>,
 ) -> Vec<Problem> {
     let old: BTreeSet<&Problem> = before.iter().collect();
+    let file_of = |p: &Problem| p.path.split('#').next().unwrap_or("").to_string();
+    let old_rules: BTreeSet<(String, &str)> = before
+        .iter()
+        .map(|p| (file_of(p), p.rule.as_str()))
+        .collect();
     after
         .iter()
         .filter(|p| {
-            let file = p.path.split('#').next().unwrap_or("");
-            touched.contains(file) && !old.contains(p)
+            let file = file_of(p);
+            if touched.contains(&file) {
+                !old.contains(p)
+            } else {
+                !old.contains(p) && !old_rules.contains(&(file, p.rule.as_str()))
+            }
         })
         .cloned()
         .collect()
