@@ -252,10 +252,23 @@ impl RequestTracker {
         let added = self.total - before;
         let in_progress = c.has_choice && c.finish_reason.is_none() && !finished_before;
         let timed = c.token_event || (added > 0 && in_progress);
+        // The first text comes without usage growth after text-less chunks whose usage grew:
+        // the tokens counted on those chunks arrived with this text (break-it round 8: an
+        // empty `"content": ""` chunk with usage 1 at once, the text 0.5 s later, timed TTFT
+        // at 2 ms and a max_tokens = 1 prefill at 111 x its rate). A partial UTF-8 first token
+        // (vLLM: an empty chunk, then the next token's text with usage grown) is not this.
+        let mut credited = added;
+        if c.token_event && added == 0 && self.token_events == 1 && !self.timed_events.is_empty() {
+            credited = self.timed_events.iter().map(|e| e.tokens).sum();
+            self.timed_events.clear();
+            self.event_usage.clear();
+            self.first_token_at = None;
+            self.second_token_at = None;
+        }
         if timed {
             self.timed_events.push(TimedEvent {
                 after_sent_ns: at.saturating_duration_since(self.sent_at).as_nanos() as u64,
-                tokens: added,
+                tokens: credited,
             });
             self.event_usage
                 .push(usage_completion.map_or(u32::MAX, |u| u.min(u32::MAX as u64 - 1) as u32));

@@ -327,3 +327,23 @@ fn llamacpp_timings_with_draft_counts() {
     approx(t.draft_acceptance_rate(), 0.75);
     approx(t.predicted_tokens_per_s(), 35.0 * 1000.0 / 661.064);
 }
+
+/// Break-it round 8: an empty chunk whose usage grew at once, and the text 0.5 s later with
+/// the usage unchanged: the token came with its text (TTFT 0.5 s, not at the empty chunk).
+#[test]
+fn an_empty_chunk_counted_before_its_text_does_not_time_the_first_token() {
+    let empty1 = r#"{"choices":[{"index":0,"delta":{"content":""},"finish_reason":null}],"usage":{"completion_tokens":1}}"#;
+    let text1 = r#"{"choices":[{"index":0,"delta":{"content":"hi"},"finish_reason":null}],"usage":{"completion_tokens":1}}"#;
+    let text2 = r#"{"choices":[{"index":0,"delta":{"content":" yo"},"finish_reason":null}],"usage":{"completion_tokens":2}}"#;
+    let (base, r) = run(&[(0.002, empty1), (0.5, text1), (0.6, text2), (0.6, "[DONE]")]);
+    assert_eq!(r.output_tokens, 2);
+    approx(Some(at(base, r.first_token_at)), 0.5);
+    approx(Some(at(base, r.second_token_at)), 0.6);
+    assert_eq!(r.timed_events.len(), 2);
+    assert_eq!(r.timed_events[0].tokens, 1);
+    // vLLM's partial UTF-8 first token: the empty chunk is a token, the next one's usage grew
+    let part = r#"{"choices":[{"index":0,"delta":{"content":"\u00e9"},"finish_reason":null}],"usage":{"completion_tokens":2}}"#;
+    let (base, r) = run(&[(0.002, empty1), (0.01, part), (0.01, "[DONE]")]);
+    approx(Some(at(base, r.first_token_at)), 0.002);
+    assert_eq!(r.output_tokens, 2);
+}
