@@ -117,11 +117,15 @@ fn shown(u: &str) -> String {
         .unwrap_or(0);
     let rest = &u[start..];
     let authority = &rest[..rest.find('/').unwrap_or(rest.len())];
-    match authority.rfind('@') {
+    match authority.rfind(AT_SIGNS) {
         Some(at) => format!("{}***{}", &u[..start], &rest[at..]),
         None => u.to_string(),
     }
 }
+
+/// `@` and the look-alikes a URL's authority may hide credentials behind (fullwidth U+FF20,
+/// small U+FE6B; break-it round 8: `u:KEY＠host` passed the credentials check and was printed).
+const AT_SIGNS: [char; 3] = ['@', '\u{FF20}', '\u{FE6B}'];
 
 /// Where the server is and how to talk to it.
 #[derive(Clone, Debug, PartialEq)]
@@ -157,7 +161,7 @@ impl Target {
             .or_else(|| u.strip_prefix("https://"))
             .ok_or_else(|| TargetError::Scheme { url: shown(u) })?;
         let host = rest.split(['/', '?', '#']).next().unwrap_or("");
-        if let Some((_, after)) = host.rsplit_once('@') {
+        if let Some((_, after)) = host.rsplit_once(AT_SIGNS) {
             let scheme = &u[..u.len() - rest.len()];
             return Err(TargetError::Credentials {
                 url: format!(
@@ -582,6 +586,11 @@ mod tests {
             ("https://CANARY@host.example", "https://***@host.example"),
             // Checked before the port, whose error would print the URL as given.
             ("http://u:CANARY@h:99999", "http://***@h:99999"),
+            // a fullwidth at sign hides them too (break-it round 8)
+            (
+                "http://u:CANARY\u{FF20}127.0.0.1:9745",
+                "http://***@127.0.0.1:9745",
+            ),
         ] {
             let e = Target::from_url(u, None, Endpoint::Chat).unwrap_err();
             assert_eq!(e, TargetError::Credentials { url: shown.into() });
