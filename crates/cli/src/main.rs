@@ -383,6 +383,18 @@ fn exit_code(r: &Results) -> ExitCode {
             r.results.len()
         ));
     }
+    // a --prefill-only run has only prefill rows: they are its cells (break-it round 8: every
+    // row invalid, exit 0)
+    if r.metadata.prefill_only {
+        let rows: Vec<_> = r.prefill.values().chain(r.prefill_warm.values()).collect();
+        let failed_prefill = rows.iter().filter(|p| p.status.is_some_and(bad)).count();
+        if failed_prefill > 0 {
+            what.push(format!(
+                "{failed_prefill} of {} prefill rows failed (status error/invalid)",
+                rows.len()
+            ));
+        }
+    }
     if failed_burst > 0 {
         what.push(format!(
             "{failed_burst} of {} Burst / E2E cells failed (status error/invalid)",

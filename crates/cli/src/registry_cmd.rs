@@ -1,6 +1,7 @@
 //! `servebench registry validate | import | trust`: the local-ai-registry/v1 commands
 //! (logic in `servebench-registry`; this module is flags and printing).
 
+use servebench_results::escape_for_terminal as safe;
 use std::path::{Path, PathBuf};
 use std::process::ExitCode;
 
@@ -58,9 +59,9 @@ pub fn report_problems(dir: &Path, problems: &[servebench_registry::Problem]) ->
         println!(
             "{}/{}: {}: {}",
             crate::shown(dir),
-            p.path,
-            p.rule,
-            p.message
+            safe(&p.path),
+            safe(&p.rule),
+            safe(&p.message)
         );
     }
     if problems.is_empty() {
@@ -85,9 +86,9 @@ pub fn print_write_problems(dir: &Path, w: &servebench_registry::WriteError) {
             eprintln!(
                 "{}/{}: {}: {}",
                 crate::shown(dir),
-                p.path,
-                p.rule,
-                p.message
+                safe(&p.path),
+                safe(&p.rule),
+                safe(&p.message)
             );
         }
     }
@@ -150,8 +151,8 @@ pub fn cmd_registry(a: RegistryArgs) -> anyhow::Result<ExitCode> {
                 eprintln!(
                     "{}: warning: {} skipped ({}: {})",
                     crate::shown(&dir),
-                    p.path,
-                    p.rule,
+                    safe(&p.path),
+                    safe(&p.rule),
                     servebench_client::error::one_line(&p.message, 300)
                 );
             }

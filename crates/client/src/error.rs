@@ -114,8 +114,21 @@ pub fn summarize_error_body(body: &str) -> String {
 /// and every bidirectional formatting character ([`servebench_results::is_invisible`]: a
 /// model id with U+202E would print backwards) with a space, so that a model id or an error
 /// message cannot move the cursor, recolour or clear a terminal, reorder it, or break a log line
-/// (issue 17). Text without such characters is returned unchanged (borrowed).
+/// (issue 17). A registered secret ([`crate::secrets`]) is redacted first, so one split by
+/// invisible characters does not come out readable with blanks. Text without such characters
+/// and secrets is returned unchanged (borrowed).
 pub fn strip_controls(s: &str) -> std::borrow::Cow<'_, str> {
+    // a registered secret split by invisible characters is redacted before they are blanked
+    if crate::secrets::any() {
+        if let std::borrow::Cow::Owned(o) = crate::secrets::scrub(s) {
+            return std::borrow::Cow::Owned(strip_controls_only(&o).into_owned());
+        }
+    }
+    strip_controls_only(s)
+}
+
+/// [`strip_controls`] without the secrets' scrub.
+fn strip_controls_only(s: &str) -> std::borrow::Cow<'_, str> {
     let bad = |c: char| c.is_control() || servebench_results::is_invisible(c);
     if !s.chars().any(bad) {
         return std::borrow::Cow::Borrowed(s);
@@ -126,12 +139,13 @@ pub fn strip_controls(s: &str) -> std::borrow::Cow<'_, str> {
 /// A server-supplied string made safe to record or show: control characters replaced
 /// ([`strip_controls`]) and the registered secrets ([`crate::secrets`]) redacted, so an error
 /// body that echoes the API key never carries it further. Borrowed when there was nothing to do.
+///
+/// The secrets go first: blanking the invisible characters that split an echoed key would
+/// leave it readable with spaces (break-it round 8: `CAN ARY KEY` on stderr).
 pub fn server_text(s: &str) -> std::borrow::Cow<'_, str> {
-    match strip_controls(s) {
-        std::borrow::Cow::Borrowed(b) => crate::secrets::scrub(b),
-        std::borrow::Cow::Owned(o) => {
-            std::borrow::Cow::Owned(crate::secrets::scrub(&o).into_owned())
-        }
+    match crate::secrets::scrub(s) {
+        std::borrow::Cow::Borrowed(b) => strip_controls(b),
+        std::borrow::Cow::Owned(o) => std::borrow::Cow::Owned(strip_controls(&o).into_owned()),
     }
 }
 

@@ -524,10 +524,14 @@ fn finish(
             .filter(|r| r.usage_completion_tokens.is_none())
             .count();
         totals.aggregate_source = Some(if no_usage > 0 {
-            m.warnings.push(format!(
-                "{no_usage} of {} completed requests sent no usage: their tokens were counted one per SSE event (a lower bound when chunks carry several tokens, as with speculative decoding)",
-                done.len()
-            ));
+            m.findings.push(crate::plausibility::Finding {
+                kind: FailureKind::EstimatedTokens,
+                invalid: false,
+                message: format!(
+                    "estimated_tokens: {no_usage} of {} completed requests sent no usage: their tokens were counted one per SSE event (a lower bound when chunks carry several tokens, as with speculative decoding)",
+                    done.len()
+                ),
+            });
             AggregateSource::OpenaiStreamChunksFallback
         } else {
             AggregateSource::OpenaiCompletedUsage
@@ -535,7 +539,12 @@ fn finish(
         if body_ignores_eos(&job.body) && max_tokens > 0 {
             let short = done
                 .iter()
-                .filter(|r| r.output_tokens < max_tokens && !r.nonmonotonic_usage)
+                // without usage the count is one per chunk, no stop
+                .filter(|r| {
+                    r.output_tokens < max_tokens
+                        && !r.nonmonotonic_usage
+                        && r.usage_completion_tokens.is_some()
+                })
                 .count();
             if short > 0 {
                 m.warnings.push(format!(

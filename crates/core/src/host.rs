@@ -235,7 +235,7 @@ pub fn monitor_interval(secs: f64) -> Result<Duration, String> {
         Ok(Duration::from_secs_f64(secs))
     } else {
         Err(format!(
-            "must be between {MIN_MONITOR_INTERVAL_S} and 3600 seconds (got {secs})"
+            "must be between {MIN_MONITOR_INTERVAL_S} and 3600 seconds (got {secs:?})"
         ))
     }
 }

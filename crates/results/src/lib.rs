@@ -91,9 +91,11 @@ pub fn escape_for_terminal(s: &str) -> std::borrow::Cow<'_, str> {
 
 /// Characters a secret's matcher skips in a text: the invisible ones ([`is_invisible`]) and
 /// combining marks (U+0300–U+036F, U+1AB0–U+1AFF, U+1DC0–U+1DFF, U+20D0–U+20FF,
-/// U+FE20–U+FE2F): a key split by a zero-width space or by accents still reads as the key.
+/// U+FE20–U+FE2F), and white space, which a text's sanitiser puts in place of the invisible
+/// ones: a key split by a zero-width space, by accents or by blanks still reads as the key.
 fn is_skipped_in_secrets(c: char) -> bool {
     is_invisible(c)
+        || c.is_whitespace()
         || matches!(
             c,
             '\u{0300}'..='\u{036F}'
@@ -177,6 +179,7 @@ mod secret_match_tests {
         );
         assert_eq!(r("CA\u{0301}NARYKEY123456").as_deref(), Some("<r>"));
         assert_eq!(r("é CANARYKEY123456 é").as_deref(), Some("é <r> é"));
+        assert_eq!(r("x CAN ARY KEY 123 456 y").as_deref(), Some("x <r> y"));
         assert_eq!(r("nothing here"), None);
         // overlapping needles: the text is replaced once
         assert_eq!(
