@@ -225,6 +225,7 @@ pub fn render_html(r: &Results, opts: &ReportOptions) -> anyhow::Result<String> 
     for (li, layer) in layers(r).into_iter().enumerate() {
         html_layer(&mut out, &cx, li, &layer)?;
     }
+    html_gaps(&mut out, r);
     html_steady(&mut out, r);
     html_prefill(&mut out, r)?;
     out.push_str(&crate::rate::html(r));
@@ -241,6 +242,93 @@ pub fn render_html(r: &Results, opts: &ReportOptions) -> anyhow::Result<String> 
     }
     out.push_str("</body>\n</html>\n");
     Ok(out)
+}
+
+/// The per-gap ITL distribution of every measured cell and rate row (issue 19: every token
+/// gap, chunk-aware, from the HDR histogram): gaps, p50 / p90 / p99 / p99.9 / max in ms, peak
+/// output tok/s over 1 s, and the gap histogram as a small bar chart (log-spaced buckets, bar
+/// height ∝ count, each bar's title gives its edge and count). Nothing for files without it.
+fn html_gaps(out: &mut String, r: &Results) {
+    let mut rows: Vec<(String, &servebench_results::ItlGaps, Option<f64>)> = Vec::new();
+    for c in r.results.iter().chain(r.burst_results.iter()) {
+        if let Some(g) = c.itl_gaps.as_ref().filter(|_| c.status == CellStatus::Ok) {
+            let tag = if c.benchmark_mode == servebench_results::BenchmarkMode::BurstE2e {
+                "[burst] "
+            } else {
+                ""
+            };
+            rows.push((
+                format!(
+                    "{tag}C={} ctx={}",
+                    c.concurrency,
+                    servebench_results::format_context(c.context_tokens)
+                ),
+                g,
+                c.peak_output_tps_1s,
+            ));
+        }
+    }
+    for row in &r.rate_results {
+        if let Some(g) = &row.itl_gaps {
+            rows.push((
+                format!(
+                    "rate {} req/s ctx={}",
+                    row.offered_rate,
+                    servebench_results::format_context(row.context_tokens)
+                ),
+                g,
+                row.peak_output_tps_1s,
+            ));
+        }
+    }
+    if rows.is_empty() {
+        return;
+    }
+    out.push_str("<h2 id=\"itl-gaps\">Per-gap ITL</h2>\n<p class=\"note\">Every token gap of the cell's requests, chunk-aware (a chunk of k tokens counts k gaps of its gap / k): the tail a user sees as a stutter, which the per-request mean ITL hides. The histogram's buckets double from 1 µs; hover a bar for its edge and count.</p>\n<table><tr><th>row</th><th>gaps</th><th>p50, ms</th><th>p90, ms</th><th>p99, ms</th><th>p99.9, ms</th><th>max, ms</th><th>peak tok/s (1 s)</th><th>histogram</th></tr>\n");
+    for (label, g, peak) in rows {
+        let ms = |v: f64| crate::fmt_ms(Some(v));
+        let _ = writeln!(
+            out,
+            "<tr><td>{}</td><td class=\"num\">{}</td><td class=\"num\">{}</td><td class=\"num\">{}</td><td class=\"num\">{}</td><td class=\"num\">{}</td><td class=\"num\">{}</td><td class=\"num\">{}</td><td>{}</td></tr>",
+            esc(&label),
+            g.gaps,
+            esc(&ms(g.p50)),
+            esc(&ms(g.p90)),
+            esc(&ms(g.p99)),
+            esc(&ms(g.p99_9)),
+            esc(&ms(g.max)),
+            esc(&crate::fmt_tps(peak)),
+            gap_bars(&g.histogram)
+        );
+    }
+    out.push_str("</table>\n");
+}
+
+/// A gap histogram as an inline SVG bar chart: one 6-px bar per non-empty bucket, in bucket
+/// order, height ∝ count (the tallest 28 px, every non-empty bucket at least 1 px so a single
+/// stall shows), `<title>` = upper edge and count.
+fn gap_bars(h: &[servebench_results::GapBucket]) -> String {
+    let most = h.iter().map(|b| b.count).max().unwrap_or(0);
+    if most == 0 {
+        return String::new();
+    }
+    let mut svg = format!(
+        "<svg width=\"{}\" height=\"30\" role=\"img\" aria-label=\"gap histogram\">",
+        h.len() * 7
+    );
+    for (i, b) in h.iter().enumerate() {
+        let bh = ((b.count as f64 / most as f64) * 28.0).max(1.0);
+        let _ = write!(
+            svg,
+            "<rect x=\"{}\" y=\"{:.1}\" width=\"6\" height=\"{bh:.1}\" fill=\"#4e79a7\"><title>≤ {} ms: {} gaps</title></rect>",
+            i * 7,
+            29.0 - bh,
+            esc(&crate::fmt_ms(Some(b.le_s))),
+            b.count
+        );
+    }
+    svg.push_str("</svg>");
+    svg
 }
 
 /// The steady-state blocks (request-count, Burst / E2E cells and rate rows), one table row each;

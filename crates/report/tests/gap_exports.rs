@@ -75,3 +75,30 @@ fn text_report_shows_the_gap_tail() {
     let plain = render_text(&common::full(), &ReportOptions::default());
     assert!(!plain.contains("Per-gap ITL"));
 }
+
+/// New-user check of issue 19: the HTML report had no per-gap ITL at all. It now has a
+/// table (p50 … max, peak tok/s) with the gap histogram as bars; files without gaps have none.
+#[test]
+fn html_report_shows_the_gap_tail_and_histogram() {
+    let html =
+        servebench_report::html::render_html(&with_gaps(), &ReportOptions::default()).unwrap();
+    assert!(
+        html.contains("<h2 id=\"itl-gaps\">Per-gap ITL</h2>"),
+        "{html}"
+    );
+    assert!(
+        html.contains(">250<") || html.contains(">250.0<"),
+        "p99.9 in ms"
+    );
+    assert!(
+        html.contains(">300<") || html.contains(">300.0<"),
+        "max in ms"
+    );
+    assert!(
+        html.contains("<title>≤ 16.4 ms: 1000 gaps</title>")
+            || html.contains(": 1000 gaps</title>")
+    );
+    let plain =
+        servebench_report::html::render_html(&common::full(), &ReportOptions::default()).unwrap();
+    assert!(!plain.contains("id=\"itl-gaps\""));
+}
