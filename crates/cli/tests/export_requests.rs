@@ -114,6 +114,13 @@ fn exported_requests_reproduce_the_cells_summaries() {
         // TTFT from the first event's time, ITL per token from the first and last events.
         let t = secs(ev[0]);
         assert_eq!(Some(t), r["ttft_s"].as_f64());
+        // the request's longest silence between timed events
+        let max_gap = ev
+            .windows(2)
+            .map(|w| w[1] - w[0])
+            .max()
+            .map(|g| g as f64 / 1e9);
+        assert_eq!(max_gap, r["max_gap_s"].as_f64(), "{r}");
         ttft.push(t);
         itl.push(secs(ev[ev.len() - 1] - ev[0]) / (n - 1) as f64);
         for i in 1..ev.len() {

@@ -65,6 +65,10 @@ pub struct RequestRow {
     pub itl_s: Option<f64>,
     /// Request latency (completed requests), s.
     pub latency_s: Option<f64>,
+    /// Longest silence between two consecutive timed events of the request, s (`None` with
+    /// fewer than two): the stall a user saw in this stream, whatever its length (the cell's
+    /// stall analysis counts only silences of 1 s and more).
+    pub max_gap_s: Option<f64>,
     /// End (body ended or cut) after the send, s.
     pub end_s: f64,
     /// Every timed event's arrival after the send, ns (ascending; first = first token).
@@ -175,6 +179,12 @@ impl ExportSink {
             first_content_s: after_sent(r.first_content_at),
             itl_s: r.itl_s(),
             latency_s: r.latency_s(),
+            max_gap_s: r
+                .timed_events
+                .windows(2)
+                .map(|w| w[1].after_sent_ns.saturating_sub(w[0].after_sent_ns))
+                .max()
+                .map(|ns| ns as f64 / 1e9),
             end_s: since(r.end_at, r.sent_at),
             event_ns: r.timed_events.iter().map(|e| e.after_sent_ns).collect(),
             event_tokens: r.timed_events.iter().map(|e| e.tokens).collect(),
