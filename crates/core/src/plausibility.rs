@@ -110,6 +110,34 @@ pub struct StreamTiming {
     /// Bytes of text that came with the first token event (and any text before it), bytes;
     /// None when unknown.
     pub first_event_text_bytes: Option<u64>,
+    /// When the first timed event carried no text (a text-less chunk whose usage grew) and at
+    /// least two more followed: (gap from it to the next timed event, mean gap of the later
+    /// events), s.
+    pub textless_first: Option<(f64, f64)>,
+}
+
+/// A text-less first timed event whose gap to the next one is above this many times the
+/// request's later mean gap, and above [`TEXTLESS_FIRST_MIN_GAP_S`], is flagged
+/// ([`textless_first_finding`]).
+pub const TEXTLESS_FIRST_GAP_FACTOR: f64 = 10.0;
+
+/// Shortest first gap flagged after a text-less first event, s.
+pub const TEXTLESS_FIRST_MIN_GAP_S: f64 = 0.05;
+
+/// `(first gap, later mean gap)` of a request whose first timed event had no text
+/// ([`StreamTiming::textless_first`]).
+fn textless_first_gaps(r: &servebench_sse::RequestRecord) -> Option<(f64, f64)> {
+    let first = r.first_token_at?;
+    if r.first_token_event_at.is_some_and(|t| t <= first) {
+        return None;
+    }
+    let ev = &r.timed_events;
+    if ev.len() < 3 {
+        return None;
+    }
+    let ns =
+        |a: usize, b: usize| ev[b].after_sent_ns.saturating_sub(ev[a].after_sent_ns) as f64 / 1e9;
+    Some((ns(0, 1), ns(1, ev.len() - 1) / (ev.len() - 2) as f64))
 }
 
 impl StreamTiming {
@@ -130,6 +158,7 @@ impl StreamTiming {
             first_event_tokens: r.timed_events.first().map_or(0, |e| e.tokens),
             first_event_text_bytes: f.first_token_text_bytes,
             token_events: r.timed_events.len() as u64,
+            textless_first: textless_first_gaps(r),
         }
     }
 }
@@ -239,6 +268,7 @@ pub fn check_stream_timing(requests: &[StreamTiming]) -> Vec<Finding> {
         hidden_reasoning_finding(requests),
         end_jump_finding(requests, eligible),
         front_loaded_finding(requests, eligible),
+        textless_first_finding(requests),
         speed_finding(requests),
     ]
     .into_iter()
@@ -388,6 +418,34 @@ fn front_loaded_finding(requests: &[StreamTiming], eligible: usize) -> Option<Fi
             requests.len(),
             worst.first_event_tokens,
             worst.output_tokens
+        ),
+    })
+}
+
+/// A warning when requests started with a text-less chunk whose usage grew and the next
+/// chunk came far later than the request's later gaps (more than
+/// [`TEXTLESS_FIRST_GAP_FACTOR`] × and [`TEXTLESS_FIRST_MIN_GAP_S`]): TTFT then times an
+/// empty chunk, not a token a user could see (break-it round 8: usage 1 on an empty chunk at
+/// once, the text 0.5 s later; TTFT read 2 ms). vLLM's partial UTF-8 first token comes one
+/// decode step before the next and is not flagged.
+fn textless_first_finding(requests: &[StreamTiming]) -> Option<Finding> {
+    let flagged: Vec<(f64, f64)> = requests
+        .iter()
+        .filter_map(|r| r.textless_first)
+        .filter(|&(first, later)| {
+            first > TEXTLESS_FIRST_MIN_GAP_S && first > TEXTLESS_FIRST_GAP_FACTOR * later
+        })
+        .collect();
+    let worst = flagged.iter().copied().max_by(|a, b| a.0.total_cmp(&b.0))?;
+    Some(Finding {
+        kind: FailureKind::UsageImplausible,
+        invalid: false,
+        message: format!(
+            "usage_implausible: {} of {} requests began with a chunk without text whose usage counted a token, then waited up to {:.0} ms for the next (later gaps {:.1} ms): TTFT times that empty chunk, not a token; time_to_first_content is the first text",
+            flagged.len(),
+            requests.len(),
+            worst.0 * 1e3,
+            worst.1 * 1e3
         ),
     })
 }
@@ -934,6 +992,30 @@ mod stream_timing_tests {
             delta_chunks: 32,
             ..StreamTiming::default()
         }
+    }
+
+    /// Break-it round 8: an empty chunk with usage 1 at once, the text 0.5 s later, then a
+    /// token every 5 ms: TTFT timed the empty chunk. One decode step (vLLM's partial UTF-8
+    /// first token) is not flagged.
+    #[test]
+    fn a_textless_first_chunk_long_before_the_next_is_flagged() {
+        let fake = StreamTiming {
+            textless_first: Some((0.5, 0.005)),
+            ..plain()
+        };
+        let f = check_stream_timing(&[fake, fake]);
+        assert_eq!(f.len(), 1, "{f:?}");
+        assert!(!f[0].invalid);
+        assert!(
+            f[0].message.contains("TTFT times that empty chunk"),
+            "{}",
+            f[0].message
+        );
+        let utf8 = StreamTiming {
+            textless_first: Some((0.006, 0.005)),
+            ..plain()
+        };
+        assert!(check_stream_timing(&[utf8]).is_empty());
     }
 
     /// Issue 17 break-it round 3: usage 1, 2, 3, 4 on the chunks, then a usage-only 32 read
