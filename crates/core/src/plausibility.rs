@@ -185,15 +185,18 @@ fn front_loaded(r: &StreamTiming) -> bool {
 /// (special tokens without text merged into it).
 pub const FIRST_CHUNK_TOKEN_SLACK: u64 = 4;
 
-/// A front-loaded request ([`front_loaded`]) whose first chunk's text cannot carry the tokens
-/// credited to it (more than [`MAX_TOKENS_PER_TEXT_BYTE`] per byte plus
-/// [`FIRST_CHUNK_TOKEN_SLACK`]): no buffered burst (a server holding its first tokens back
-/// sends their text), only a count. Hidden reasoning carries no text and is not judged.
+/// A request whose first token event, with more events after it, was credited more tokens
+/// than its text can carry (more than [`MAX_TOKENS_PER_TEXT_BYTE`] per byte plus
+/// [`FIRST_CHUNK_TOKEN_SLACK`]), whatever share of the request's tokens that is: no buffered
+/// burst (a server holding its first tokens back sends their text), only a count (break-it
+/// round 9: "tok " credited 33 of 96 tokens read 81 tok/s for 49 that arrived). Hidden
+/// reasoning carries no text and is not judged.
 fn front_loaded_unbacked(r: &StreamTiming) -> bool {
     let Some(bytes) = r.first_event_text_bytes else {
         return false;
     };
-    front_loaded(r)
+    r.token_events >= 2
+        && r.first_event_tokens >= 2
         && r.reasoning_tokens.is_none_or(|n| n == 0)
         && r.first_event_tokens as f64
             > MAX_TOKENS_PER_TEXT_BYTE * bytes as f64 + FIRST_CHUNK_TOKEN_SLACK as f64
@@ -380,23 +383,26 @@ fn end_jump_finding(requests: &[StreamTiming], eligible: usize) -> Option<Findin
     })
 }
 
-/// Front-loaded usage ([`front_loaded`]) in at least half of the `eligible` requests: invalid
-/// when the first chunks' text cannot carry it ([`front_loaded_unbacked`]), else a warning.
+/// First chunks credited more tokens than their text can carry ([`front_loaded_unbacked`]) in
+/// at least half of the `eligible` requests: invalid; in fewer (at least one): a warning.
+/// Else front-loaded usage ([`front_loaded`]) in at least half of them: a warning.
 fn front_loaded_finding(requests: &[StreamTiming], eligible: usize) -> Option<Finding> {
     let front: Vec<&StreamTiming> = requests
         .iter()
         .filter(|r| r.output_tokens >= SINGLE_WRITE_MIN_TOKENS && front_loaded(r))
         .collect();
-    let unbacked_front: Vec<&&StreamTiming> =
-        front.iter().filter(|r| front_loaded_unbacked(r)).collect();
-    if !unbacked_front.is_empty() && 2 * unbacked_front.len() >= eligible {
+    let unbacked_front: Vec<&StreamTiming> = requests
+        .iter()
+        .filter(|r| front_loaded_unbacked(r))
+        .collect();
+    if !unbacked_front.is_empty() {
         // the headline would count tokens no chunk carried (370 tok/s for 183 that arrived)
         let worst = unbacked_front.iter().max_by_key(|r| r.first_event_tokens)?;
         return Some(Finding {
             kind: FailureKind::UsageImplausible,
-            invalid: true,
+            invalid: 2 * unbacked_front.len() >= requests.len(),
             message: format!(
-                "usage_implausible: {} of {} requests were credited at least half of their tokens on a first chunk whose text cannot carry them (up to {} tokens on {} bytes of text, of {} tokens) although more chunks followed: the usage is front-loaded, so the token count and the tok/s are the server's claim, not what arrived",
+                "usage_implausible: {} of {} requests were credited more tokens on a first chunk than its text can carry (up to {} tokens on {} bytes of text, of {} tokens) although more chunks followed: the usage is front-loaded, so the token count and the tok/s are the server's claim, not what arrived",
                 unbacked_front.len(),
                 requests.len(),
                 worst.first_event_tokens,
@@ -1088,6 +1094,58 @@ mod stream_timing_tests {
         assert!(check_stream_timing(&[one]).is_empty());
         // one request in three is no pattern
         assert!(check_stream_timing(&[front, plain(), plain()]).is_empty());
+    }
+
+    /// Break-it round 9: usage 33 on a first chunk of "tok " (4 bytes), then +1 per chunk for
+    /// 63 more chunks: a third of the tokens, below the front-loaded half, read 81 tok/s for 49
+    /// that arrived in an ok cell. The first chunk's text cannot carry 33 tokens whatever the
+    /// share: invalid when half of the requests do it, a warning when fewer do.
+    #[test]
+    fn a_first_chunk_claim_below_half_of_the_tokens_is_still_implausible() {
+        let claim = StreamTiming {
+            first_event_tokens: 33,
+            token_events: 64,
+            output_tokens: 96,
+            text_bytes: 256,
+            delta_chunks: 64,
+            first_event_text_bytes: Some(4),
+            ..StreamTiming::default()
+        };
+        let f = check_stream_timing(&[claim, claim]);
+        assert_eq!(f.len(), 1, "{f:?}");
+        assert_eq!(
+            (f[0].kind, f[0].invalid),
+            (FailureKind::UsageImplausible, true),
+            "{f:?}"
+        );
+        assert!(
+            f[0].message
+                .contains("up to 33 tokens on 4 bytes of text, of 96"),
+            "{}",
+            f[0].message
+        );
+        // one request of three: a warning, the cell stays measured
+        let f = check_stream_timing(&[claim, plain(), plain()]);
+        assert_eq!((f.len(), f[0].invalid), (1, false), "{f:?}");
+        // at the bound (4 bytes + 4 = 8 tokens) nothing; one above, flagged
+        let at = StreamTiming {
+            first_event_tokens: 8,
+            ..claim
+        };
+        assert!(check_stream_timing(&[at, at]).is_empty());
+        let above = StreamTiming {
+            first_event_tokens: 9,
+            ..claim
+        };
+        assert!(check_stream_timing(&[above, above])[0].invalid);
+        // a single token event (nothing followed) is another rule's business
+        let lone = StreamTiming {
+            token_events: 1,
+            ..claim
+        };
+        assert!(!check_stream_timing(&[lone, lone])
+            .iter()
+            .any(|f| f.message.contains("first chunk than its text")));
     }
 
     /// Break-it round 5: usage 32 on a first chunk of "tok " (4 bytes), then +1 per chunk,
