@@ -264,6 +264,14 @@ fn server_readiness_thresholds() {
 /// A sustained cell's window of 10 s with three requests credited 100, 200 and 50 tokens, and a
 /// monitor tick that ran `lag_ms` late at worst, through [`crate::cell::SustainedRun::measure`].
 fn measured_cell(lag_ms: f64) -> crate::measure::CellMeasurement {
+    measured_cell_with(lag_ms, |_, _| {})
+}
+
+/// [`measured_cell`] after `tweak` changed the run (its outcomes, CPU, failure) or the settings.
+fn measured_cell_with(
+    lag_ms: f64,
+    tweak: impl FnOnce(&mut crate::cell::SustainedRun, &mut crate::cell::CellSettings),
+) -> crate::measure::CellMeasurement {
     use crate::cell::{CellSettings, ReadyVerdict, SustainedRun};
     use crate::load::window::Window;
     use crate::plan::CellSpec;
@@ -305,14 +313,195 @@ fn measured_cell(lag_ms: f64) -> crate::measure::CellMeasurement {
         server: None,
         wall_s: 11.0,
     };
-    let settings = CellSettings {
+    let mut run = run;
+    let mut settings = CellSettings {
         path: "/v1/chat/completions",
         duration: Duration::from_secs(10),
         stable_window: Duration::from_secs(1),
         max_tokens: 0,
         ignore_eos: false,
     };
+    tweak(&mut run, &mut settings);
     run.measure(&settings).0
+}
+
+/// Issue 18 (cargo-mutants `core-cell` survivors): the client-load fields, the request counts
+/// and each window warning of [`crate::cell::SustainedRun::measure`] on hand-built outcomes
+/// with known answers.
+#[test]
+fn cell_client_load_counts_and_window_warnings_on_hand_built_requests() {
+    // CPU 2.5 s over the 10 s window: 0.25; read delays 4 reads, 10 ms in all, 6 ms at most
+    let m = measured_cell_with(3.0, |run, _| {
+        run.cpu_s = Some(2.5);
+        run.outcomes[0].read_delay.reads = 4;
+        run.outcomes[0].read_delay.total_s = 0.010;
+        run.outcomes[0].read_delay.max_s = 0.006;
+    });
+    assert_eq!(m.client.cpu_util, Some(0.25));
+    let (avg, max) = m.client.read_delay_ms.expect("read delays");
+    assert!(
+        (avg - 2.5).abs() < 1e-9 && (max - 6.0).abs() < 1e-9,
+        "{avg} {max}"
+    );
+    // no kernel-stamped read: no read-delay figures
+    assert_eq!(measured_cell(3.0).client.read_delay_ms, None);
+
+    // counts: the hand-built requests are cut at the window end (cancelled); one finished,
+    // one failed (an error), one cut with an error (not an error: cut ones are excluded)
+    let m = measured_cell_with(3.0, |run, _| {
+        run.outcomes[0].record.cancelled = false;
+        run.outcomes[0].record.completed = true;
+        run.outcomes[1].record.cancelled = false;
+        run.outcomes[1].record.error = Some("boom".into());
+        run.outcomes[2].record.error = Some("cut".into());
+    });
+    assert_eq!((m.counts.completed, m.counts.errors), (1, 1));
+
+    // usage continuity: 3 multi-event requests without continuous usage warn (0 of 3 streamed
+    // it), all three continuous do not, one token event each is not judged
+    let streamed = |m: &crate::measure::CellMeasurement| {
+        m.warnings
+            .iter()
+            .find(|w| w.starts_with("usage was not streamed"))
+            .cloned()
+    };
+    let w = streamed(&measured_cell(3.0)).expect("fallback warning");
+    assert!(w.contains("(0 of 3 requests)"), "{w}");
+    assert!(w.contains("counts one token per chunk"), "{w}");
+    let m = measured_cell_with(3.0, |run, _| {
+        for o in &mut run.outcomes {
+            o.record.continuous_usage = true;
+        }
+    });
+    assert_eq!(streamed(&m), None, "{:?}", m.warnings);
+    let m = measured_cell_with(3.0, |run, _| run.outcomes[0].record.continuous_usage = true);
+    assert!(streamed(&m).expect("warning").contains("(1 of 3 requests)"));
+    let m = measured_cell_with(3.0, |run, _| {
+        for o in &mut run.outcomes {
+            o.record.token_events = 1;
+        }
+    });
+    assert_eq!(
+        streamed(&m),
+        None,
+        "one event per request: {:?}",
+        m.warnings
+    );
+    let m = measured_cell_with(3.0, |run, _| {
+        for o in &mut run.outcomes {
+            o.window_tokens = 0;
+            o.window_token_events = 0;
+        }
+    });
+    assert_eq!(streamed(&m), None, "no window tokens: {:?}", m.warnings);
+
+    // ignore_eos with max_tokens 150: the 100- and 50-token requests stopped early, a
+    // recounted (non-cumulative) one is not judged, max_tokens 0 (no cap) never warns
+    let early = |m: &crate::measure::CellMeasurement| {
+        m.warnings
+            .iter()
+            .find(|w| w.contains("stopped before max_tokens"))
+            .cloned()
+    };
+    fn finished(run: &mut crate::cell::SustainedRun) {
+        for o in &mut run.outcomes {
+            o.record.cancelled = false;
+            o.record.completed = true;
+        }
+    }
+    let m = measured_cell_with(3.0, |run, s| {
+        finished(run);
+        s.ignore_eos = true;
+        s.max_tokens = 150;
+    });
+    let w = early(&m).expect("early stop warning");
+    assert!(
+        w.starts_with("2 of 3 completed requests stopped before max_tokens 150"),
+        "{w}"
+    );
+    let m = measured_cell_with(3.0, |run, s| {
+        finished(run);
+        s.ignore_eos = true;
+        s.max_tokens = 150;
+        run.outcomes[0].record.nonmonotonic_usage = true;
+    });
+    let w = early(&m).expect("early stop warning");
+    assert!(w.starts_with("1 of 3 completed"), "{w}");
+    let m = measured_cell_with(3.0, |run, s| {
+        finished(run);
+        s.ignore_eos = true;
+        s.max_tokens = 100;
+    });
+    assert!(
+        early(&m).expect("warning").starts_with("1 of 3"),
+        "at max_tokens is not early"
+    );
+    let m = measured_cell_with(3.0, |run, s| {
+        finished(run);
+        s.ignore_eos = true;
+        s.max_tokens = 0;
+    });
+    assert_eq!(early(&m), None);
+    let m = measured_cell_with(3.0, |run, s| {
+        finished(run);
+        s.max_tokens = 150;
+    });
+    // cut requests are not judged
+    assert_eq!(
+        early(&measured_cell_with(3.0, |_, s| {
+            s.ignore_eos = true;
+            s.max_tokens = 150;
+        })),
+        None
+    );
+    assert_eq!(
+        early(&m),
+        None,
+        "without ignore_eos an early stop is the model's"
+    );
+
+    // the descheduled-client warning names kernel timestamps only when reads carried them
+    let lag = |m: &crate::measure::CellMeasurement| {
+        m.warnings
+            .iter()
+            .find(|w| w.contains("descheduled"))
+            .cloned()
+            .expect("lag warning")
+    };
+    assert!(lag(&measured_cell(60.0)).contains("without kernel receive timestamps"));
+    let m = measured_cell_with(60.0, |run, _| run.outcomes[0].read_delay.reads = 1);
+    assert!(
+        lag(&m).contains("are kernel receive timestamps"),
+        "{}",
+        lag(&m)
+    );
+}
+
+/// Issue 18 (`core-cell` survivor): the stream checks judge the window's requests that did
+/// not fail: two single-write streams of 100 and 200 tokens beside one that failed are a
+/// `single_write` warning; the failed one alone is not.
+#[test]
+fn stream_checks_skip_failed_requests() {
+    let one_write = |o: &mut servebench_client::stream::StreamOutcome| {
+        let at = o.record.end_at;
+        o.record.first_token_at = Some(at);
+        o.record.last_token_at = Some(at);
+    };
+    let single = |m: &crate::measure::CellMeasurement| {
+        m.findings.iter().any(|f| f.message.contains("one read"))
+            || m.warnings.iter().any(|w| w.contains("one read"))
+    };
+    let m = measured_cell_with(3.0, |run, _| {
+        one_write(&mut run.outcomes[0]);
+        one_write(&mut run.outcomes[1]);
+        run.outcomes[2].record.error = Some("boom".into());
+    });
+    assert!(single(&m), "{:?} {:?}", m.findings, m.warnings);
+    let m = measured_cell_with(3.0, |run, _| {
+        one_write(&mut run.outcomes[0]);
+        run.outcomes[0].record.error = Some("boom".into());
+    });
+    assert!(!single(&m), "{:?}", m.findings);
 }
 
 /// The headline of a sustained cell is exactly window tokens / window length (350 / 10 s), and
@@ -338,4 +527,115 @@ fn cell_aggregate_is_window_tokens_over_window_length_and_warns_above_50_ms() {
             "the warning leaves the number alone"
         );
     }
+}
+
+/// Issue 18 (`core-cell` survivors): the headline's failure kinds, the fallback warning's
+/// extrapolation clause and the server samples kept (those inside the window, edges included).
+#[test]
+fn cell_verdicts_fallback_clause_and_window_samples() {
+    use servebench_results::FailureKind;
+    // token events in the window but no token credited: the usage did not grow (not no_output)
+    let m = measured_cell_with(3.0, |run, _| {
+        for o in &mut run.outcomes {
+            o.window_tokens = 0;
+        }
+    });
+    assert_eq!(
+        m.verdict.error_kind,
+        Some(FailureKind::UsageImplausible),
+        "{:?}",
+        m.verdict
+    );
+    assert_eq!(m.aggregate_tps, None);
+    let m = measured_cell_with(3.0, |run, _| {
+        for o in &mut run.outcomes {
+            o.window_tokens = 0;
+            o.window_token_events = 0;
+        }
+    });
+    assert_eq!(
+        m.verdict.error_kind,
+        Some(FailureKind::NoOutput),
+        "{:?}",
+        m.verdict
+    );
+
+    // a finished request whose final usage (200) doubles its 100 timed tokens: cut requests
+    // without usage are credited 2 tokens per chunk (capped by what their text carried), and
+    // the warning says how many were; with none cut it says a cut request counts one per chunk
+    let fallback = |run: &mut crate::cell::SustainedRun| {
+        let r = &mut run.outcomes[0].record;
+        r.cancelled = false;
+        r.completed = true;
+        r.usage_completion_tokens = Some(200);
+        r.output_tokens = 200;
+        r.untimed_tokens = 100;
+    };
+    let streamed = |m: &crate::measure::CellMeasurement| {
+        m.warnings
+            .iter()
+            .find(|w| w.starts_with("usage was not streamed"))
+            .cloned()
+            .expect("fallback warning")
+    };
+    let w = streamed(&measured_cell_with(3.0, |run, _| fallback(run)));
+    assert!(
+        w.contains("2 request(s) cut at the window end had no usage yet and were credited 2.00 tokens per chunk"),
+        "{w}"
+    );
+    let w = streamed(&measured_cell_with(3.0, |run, _| {
+        fallback(run);
+        for o in &mut run.outcomes[1..] {
+            o.record.cancelled = false;
+            o.record.completed = true;
+        }
+    }));
+    assert!(
+        w.contains("a request cut at the window end counts one token per chunk"),
+        "{w}"
+    );
+
+    // server samples: 1 ms before the window, at its start, inside, at its end, 1 ms after
+    let m = measured_cell_with(3.0, |run, _| {
+        let w = run.window.expect("window");
+        let client = servebench_client::HttpClient::new(
+            servebench_client::Target::from_url(
+                "http://127.0.0.1:9",
+                None,
+                servebench_client::Endpoint::Chat,
+            )
+            .expect("target"),
+        )
+        .expect("client");
+        let ms1 = Duration::from_millis(1);
+        let samples = [
+            w.start - ms1,
+            w.start,
+            w.start + Duration::from_secs(5),
+            w.end,
+            w.end + ms1,
+        ]
+        .into_iter()
+        .map(|at| ServerSample { at, ..sample(3.0) })
+        .collect();
+        run.server = Some(crate::cell::ServerWindow {
+            telemetry: crate::telemetry::Telemetry::new(client, Engine::Vllm),
+            start: None,
+            end: None,
+            samples,
+        });
+    });
+    let server = m.server.as_ref().expect("server evidence");
+    let w = m.window.as_ref().expect("window");
+    assert_eq!(w.seconds, 10.0);
+    let kept: Vec<f64> = server
+        .samples
+        .iter()
+        .map(|s| s.at.saturating_duration_since(server.origin).as_secs_f64())
+        .collect();
+    assert_eq!(
+        kept,
+        vec![0.0, 5.0, 10.0],
+        "samples kept (s after the window start)"
+    );
 }
