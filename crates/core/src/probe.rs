@@ -13,9 +13,9 @@ use std::time::Duration;
 use servebench_metrics::{
     detect_engine_from_metrics, format_kv_event, format_sglang_kv_event, format_thousands,
     parse_llamacpp_props, parse_ollama_version, parse_sglang_model_info, parse_sglang_server_info,
-    parse_tgi_info, parse_v1_models, parse_vllm_version, resolve_vllm_kv_budget, sglang_kv_budget,
-    Engine, EngineInfo, KvBudget, LlamaCppProps, ModelEntry, ModelsInfo, Scrape, SglangServerInfo,
-    TgiInfo,
+    parse_tgi_info, parse_v1_models_keeping, parse_vllm_version, resolve_vllm_kv_budget,
+    sglang_kv_budget, Engine, EngineInfo, KvBudget, LlamaCppProps, ModelEntry, ModelsInfo, Scrape,
+    SglangServerInfo, TgiInfo,
 };
 
 use servebench_client::target::{HttpClient, PROBE_TIMEOUT};
@@ -34,8 +34,11 @@ pub struct ServerInfo {
     pub engine_name: String,
     /// Engine version, when reported.
     pub engine_version: Option<String>,
-    /// Model ids from `/v1/models`, in server order.
+    /// Model ids from `/v1/models`, in server order (the first
+    /// [`servebench_metrics::MAX_KEPT_MODELS`] and the requested one).
     pub models: Vec<String>,
+    /// Entries `/v1/models` listed, kept in `models` or not.
+    pub models_total: usize,
     /// The model the benchmark uses.
     pub model: String,
     /// Maximum sequence length (prompt + output) of that model, tokens, when reported.
@@ -161,13 +164,20 @@ pub fn explain_models_error(e: &HttpError, has_key: bool) -> ProbeError {
 /// characters, cut at 80 characters), then `… (N in all)` when there are more — 200,000 model
 /// ids are never printed on one line (issue 17).
 pub fn summarize_ids(ids: &[String], show: usize) -> String {
+    summarize_ids_of(ids, ids.len(), show)
+}
+
+/// [`summarize_ids`] of a list of which `ids` are the kept part of `total` entries (a parsed
+/// `/v1/models` keeps [`servebench_metrics::MAX_KEPT_MODELS`]).
+pub fn summarize_ids_of(ids: &[String], total: usize, show: usize) -> String {
+    let total = total.max(ids.len());
     let mut out: Vec<String> = ids
         .iter()
         .take(show)
         .map(|i| servebench_client::error::one_line(i, 80))
         .collect();
-    if ids.len() > show {
-        out.push(format!("… ({} in all)", ids.len()));
+    if total > show {
+        out.push(format!("… ({total} in all)"));
     }
     out.join(", ")
 }
@@ -191,7 +201,7 @@ pub fn choose_model(
                 Err(ProbeError::new(format!(
                     "model {:?} is not served by {server}; available: {}",
                     servebench_client::error::one_line(m, 200),
-                    summarize_ids(&models.model_ids(), 10)
+                    summarize_ids_of(&models.model_ids(), models.total, 10)
                 )))
             }
         }
@@ -293,6 +303,7 @@ pub async fn probe_server(
         engine_name,
         engine_version: info.version.clone(),
         models: info.model_ids.clone(),
+        models_total: models.total,
         model,
         max_model_len,
         max_input_tokens: info.max_input_tokens,
@@ -320,7 +331,7 @@ async fn list_models(
         .get_text("/v1/models", PROBE_TIMEOUT)
         .await
         .map_err(|e| explain_models_error(&e, has_key))?;
-    let models = parse_v1_models(&models_text).map_err(|e| {
+    let models = parse_v1_models_keeping(&models_text, requested_model).map_err(|e| {
         ProbeError::new(format!(
             "{} is not an OpenAI model list: {e}",
             client.target().url("/v1/models")
@@ -637,8 +648,10 @@ mod tests {
 
     #[test]
     fn model_choice() {
-        let m =
-            parse_v1_models(r#"{"data":[{"id":"a","max_model_len":2048},{"id":"b"}]}"#).unwrap();
+        let m = servebench_metrics::parse_v1_models(
+            r#"{"data":[{"id":"a","max_model_len":2048},{"id":"b"}]}"#,
+        )
+        .unwrap();
         assert_eq!(choose_model(&m, None, "s").unwrap(), "a");
         assert_eq!(choose_model(&m, Some("b"), "s").unwrap(), "b");
         let e = choose_model(&m, Some("c"), "s").unwrap_err().message;
@@ -652,6 +665,7 @@ mod tests {
             engine_name: engine.as_str().into(),
             engine_version: None,
             models: vec![],
+            models_total: 0,
             model: "m".into(),
             max_model_len: Some(2048),
             max_input_tokens: None,

@@ -68,9 +68,16 @@ impl ModelEntry {
 /// Parsed `/v1/models`.
 #[derive(Debug, Clone, PartialEq, Eq, Default, serde::Serialize)]
 pub struct ModelsInfo {
-    /// `data[]` entries with a string `id`, in server order.
+    /// `data[]` entries with a string `id`, in server order: the first [`MAX_KEPT_MODELS`], and
+    /// the requested one ([`parse_v1_models_keeping`]) wherever it is.
     pub models: Vec<ModelEntry>,
+    /// `data[]` entries with a string `id`, all of them (kept or not).
+    pub total: usize,
 }
+
+/// Entries of `/v1/models` kept in [`ModelsInfo::models`] (the rest are counted): a hostile
+/// list of 1,000,000 ids in a 15 MB body took 1 GB of memory kept whole (break-it round 9).
+pub const MAX_KEPT_MODELS: usize = 10_000;
 
 impl ModelsInfo {
     /// All model ids in server order.
@@ -86,40 +93,132 @@ impl ModelsInfo {
 
 /// Parse `/v1/models`: `data[].id`, `max_model_len` (vLLM), `parent` (vLLM LoRA adapters
 /// inherit the parent's `max_model_len`), llama.cpp `meta.n_ctx` / `meta.n_ctx_train`.
+/// [`parse_v1_models_keeping`] without a model to keep.
 pub fn parse_v1_models(body: &str) -> Result<ModelsInfo, String> {
-    let obj = parse_object(body, "/v1/models")?;
-    let data = obj
-        .get("data")
-        .and_then(Value::as_array)
-        .ok_or_else(|| "/v1/models: no data[] array".to_string())?;
-    let mut models: Vec<ModelEntry> = data
-        .iter()
-        .filter_map(|e| {
-            let id = as_string(e.get("id")?)?;
-            let meta = e.get("meta");
-            let meta_u64 = |k: &str| meta.and_then(|m| m.get(k)).and_then(as_pos_u64);
-            Some(ModelEntry {
-                id,
-                max_model_len: e.get("max_model_len").and_then(as_pos_u64),
-                parent: e.get("parent").and_then(as_string),
-                owned_by: e.get("owned_by").and_then(as_string),
-                n_ctx: meta_u64("n_ctx"),
-                n_ctx_train: meta_u64("n_ctx_train"),
-            })
+    parse_v1_models_keeping(body, None)
+}
+
+/// [`parse_v1_models`], keeping the first [`MAX_KEPT_MODELS`] entries and the one whose id is
+/// `keep` wherever it is; every entry with a string id is counted ([`ModelsInfo::total`]). The
+/// list is read one entry at a time (no JSON tree of the whole body: memory follows the kept
+/// entries, not the body). A LoRA adapter's parent is looked up among the kept entries.
+///
+/// Errors: not a JSON object, invalid JSON, or no `data` array (one line each).
+pub fn parse_v1_models_keeping(body: &str, keep: Option<&str>) -> Result<ModelsInfo, String> {
+    use serde::de::{DeserializeSeed, SeqAccess, Visitor};
+    #[derive(serde::Deserialize)]
+    struct Raw {
+        id: Option<Value>,
+        max_model_len: Option<Value>,
+        parent: Option<Value>,
+        owned_by: Option<Value>,
+        meta: Option<Value>,
+    }
+    /// An entry that is not an object is skipped.
+    #[derive(serde::Deserialize)]
+    #[serde(untagged)]
+    enum Item {
+        Entry(Raw),
+        Other(serde::de::IgnoredAny),
+    }
+    fn entry(e: Raw) -> Option<ModelEntry> {
+        let id = as_string(e.id.as_ref()?)?;
+        let meta_u64 = |k: &str| e.meta.as_ref().and_then(|m| m.get(k)).and_then(as_pos_u64);
+        Some(ModelEntry {
+            id,
+            max_model_len: e.max_model_len.as_ref().and_then(as_pos_u64),
+            parent: e.parent.as_ref().and_then(as_string),
+            owned_by: e.owned_by.as_ref().and_then(as_string),
+            n_ctx: meta_u64("n_ctx"),
+            n_ctx_train: meta_u64("n_ctx_train"),
         })
-        .collect();
-    let snapshot = models.clone();
-    for m in models.iter_mut() {
-        if m.max_model_len.is_none() {
-            if let Some(p) = &m.parent {
-                m.max_model_len = snapshot
-                    .iter()
-                    .find(|x| &x.id == p)
-                    .and_then(|x| x.max_model_len);
+    }
+    /// `data[]`, folded entry by entry.
+    struct List<'k>(Option<&'k str>);
+    impl<'de> Visitor<'de> for List<'_> {
+        type Value = ModelsInfo;
+        fn expecting(&self, f: &mut std::fmt::Formatter) -> std::fmt::Result {
+            f.write_str("a data[] array")
+        }
+        fn visit_seq<A: SeqAccess<'de>>(self, mut seq: A) -> Result<ModelsInfo, A::Error> {
+            let mut out = ModelsInfo::default();
+            while let Some(item) = seq.next_element::<Item>()? {
+                let Item::Entry(raw) = item else { continue };
+                let Some(e) = entry(raw) else { continue };
+                out.total += 1;
+                if out.models.len() < MAX_KEPT_MODELS || self.0 == Some(e.id.as_str()) {
+                    out.models.push(e);
+                }
+            }
+            Ok(out)
+        }
+    }
+    impl<'de> DeserializeSeed<'de> for List<'_> {
+        type Value = ModelsInfo;
+        fn deserialize<D: serde::Deserializer<'de>>(self, d: D) -> Result<ModelsInfo, D::Error> {
+            d.deserialize_seq(self)
+        }
+    }
+    /// The top object: `data` read with [`List`], every other key skipped.
+    struct Top<'k>(Option<&'k str>);
+    impl<'de> Visitor<'de> for Top<'_> {
+        type Value = Option<ModelsInfo>;
+        fn expecting(&self, f: &mut std::fmt::Formatter) -> std::fmt::Result {
+            f.write_str("a JSON object")
+        }
+        fn visit_map<A: serde::de::MapAccess<'de>>(
+            self,
+            mut map: A,
+        ) -> Result<Option<ModelsInfo>, A::Error> {
+            let mut found = None;
+            while let Some(key) = map.next_key::<std::borrow::Cow<'de, str>>()? {
+                if key == "data" && found.is_none() {
+                    found = Some(map.next_value_seed(List(self.0))?);
+                } else {
+                    map.next_value::<serde::de::IgnoredAny>()?;
+                }
+            }
+            Ok(found)
+        }
+    }
+    if !body.trim_start().starts_with('{') {
+        return match serde_json::from_str::<serde::de::IgnoredAny>(body) {
+            Ok(_) => Err("/v1/models: expected a JSON object".to_string()),
+            Err(e) => Err(format!("/v1/models: invalid JSON: {e}")),
+        };
+    }
+    let mut de = serde_json::Deserializer::from_str(body);
+    let parsed = serde::Deserializer::deserialize_map(&mut de, Top(keep)).and_then(|v| {
+        de.end()?;
+        Ok(v)
+    });
+    let mut info = match parsed {
+        Ok(Some(info)) => info,
+        Ok(None) => return Err("/v1/models: no data[] array".to_string()),
+        Err(e) if e.is_data() => return Err("/v1/models: no data[] array".to_string()),
+        Err(e) => return Err(format!("/v1/models: invalid JSON: {e}")),
+    };
+    // A LoRA adapter without its own max_model_len inherits its parent's (the first kept entry
+    // with that id): one map, not a scan per entry.
+    if info
+        .models
+        .iter()
+        .any(|m| m.parent.is_some() && m.max_model_len.is_none())
+    {
+        let mut own: std::collections::HashMap<String, Option<u64>> =
+            std::collections::HashMap::new();
+        for m in &info.models {
+            own.entry(m.id.clone()).or_insert(m.max_model_len);
+        }
+        for m in info.models.iter_mut() {
+            if m.max_model_len.is_none() {
+                if let Some(p) = &m.parent {
+                    m.max_model_len = own.get(p).copied().flatten();
+                }
             }
         }
     }
-    Ok(ModelsInfo { models })
+    Ok(info)
 }
 
 /// Parsed SGLang `/get_server_info` (flat HTTP shape, or the gRPC shape with a nested

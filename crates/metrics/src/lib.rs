@@ -37,9 +37,9 @@ pub use histogram::{
 };
 pub use info::{
     parse_llamacpp_props, parse_llamacpp_slots, parse_ollama_version, parse_sglang_model_info,
-    parse_sglang_server_info, parse_tgi_info, parse_v1_models, parse_vllm_version, EngineInfo,
-    LlamaCppProps, LlamaCppSlot, ModelEntry, ModelsInfo, SglangModelInfo, SglangServerInfo,
-    TgiInfo,
+    parse_sglang_server_info, parse_tgi_info, parse_v1_models, parse_v1_models_keeping,
+    parse_vllm_version, EngineInfo, LlamaCppProps, LlamaCppSlot, ModelEntry, ModelsInfo,
+    SglangModelInfo, SglangServerInfo, TgiInfo, MAX_KEPT_MODELS,
 };
 pub use kv::{
     format_kv_event, format_sglang_kv_event, format_thousands, resolve_vllm_kv_budget,

@@ -268,7 +268,7 @@ pub(super) fn log_server(events: &EventSink, info: &ServerInfo) {
             .as_deref()
             .map(|v| format!(" {v}"))
             .unwrap_or_default(),
-        crate::probe::summarize_ids(&info.models, 10)
+        crate::probe::summarize_ids_of(&info.models, info.models_total, 10)
     ));
     events.log(format!("startup model {}", info.model));
     if let Some(len) = info.max_model_len {
