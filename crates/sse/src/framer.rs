@@ -58,7 +58,9 @@ const BOM: &[u8] = b"\xEF\xBB\xBF";
 ///   inner lines may end in `}`) is one event (issue 17);
 /// * at the end of the body ([`finish`](Self::finish)) a pending event whose `data:` lines were
 ///   all terminated is dispatched. A final line that was not terminated is used only if it is a
-///   `data:` line holding a complete payload (as above); otherwise it is discarded as truncated.
+///   `data:` line holding a complete payload (as above); otherwise it is discarded as truncated;
+/// * a `data: [DONE]` line that starts an event is dispatched as soon as its line ends (the
+///   end sentinel is final; a server may hold the connection open without the blank line).
 ///
 /// The framer keeps its buffers between events and between requests (call
 /// [`reset`](Self::reset) or [`finish`](Self::finish) to start a new body), so steady-state framing
@@ -235,6 +237,12 @@ impl SseFramer {
                 self.data.push(b'\n');
                 self.data_at = Some(at);
                 self.data_lines = self.data_lines.saturating_add(1);
+                if self.data_lines == 1 && value.trim_ascii() == b"[DONE]" {
+                    // The OpenAI end sentinel is final: dispatched when its line ends, not at
+                    // a blank line that a server holding the connection open may never send
+                    // (break-it round 9: `data: [DONE]\n` then silence stalled the request).
+                    self.dispatch(at, on_event);
+                }
             }
             b"event" => {
                 self.dispatch_if_complete(on_event);
@@ -396,6 +404,16 @@ mod tests {
     #[test]
     fn unterminated_final_line() {
         let base = Instant::now();
+        // the sentinel line alone, no blank line, the connection held open: dispatched at once
+        let mut f = SseFramer::new();
+        let mut got = Vec::new();
+        f.push(b"data: {\"a\":1}\n\ndata: [DONE]\n", base, |e| {
+            got.push(e.data.to_string())
+        });
+        assert_eq!(got, vec!["{\"a\":1}".to_string(), "[DONE]".to_string()]);
+        // and the blank line that may follow adds nothing
+        f.push(b"\n", base, |e| got.push(e.data.to_string()));
+        assert_eq!(got.len(), 2);
         let ev = collect(&[b"data: [DONE]"], base);
         assert_eq!(ev, vec![(None, "[DONE]".into(), Duration::from_millis(1))]);
         let ev = collect(&[b"data: {\"a\":1}\n\ndata: {\"trunc"], base);
