@@ -729,3 +729,117 @@ fn a_rate_only_run_publishes_request_rate_rows_and_validates() {
         "interrupted by the user (Ctrl-C)"
     );
 }
+
+/// A published row as JSON without its verdict (the verdict is pinned by `verdict_table`).
+fn row_fields(row: &SweepRow) -> Value {
+    let mut v = serde_json::to_value(row).unwrap();
+    v.as_object_mut().unwrap().remove("verdict");
+    v
+}
+
+/// Every field of the published prefill rows, a sustained C = 1 row and the host block, one by
+/// one (docs/registry.md "Rows"): the rows are the evidence, so a field lost or filled from the
+/// wrong source must fail here, not only the verdict. The cold row carries the server's own
+/// counts, with exactly 0 cached prompt tokens: still accepted (only a cached count above 0 is
+/// `cold-cache-hit`), with a hit rate of 0.
+#[test]
+fn published_rows_field_by_field() {
+    let mut raw = results();
+    let cold = &mut raw["prefill"]["4096"];
+    cold["server_validation"] = json!({"cached_tokens": 0, "tok_per_sec": 9000.5});
+    cold["hardware_summary"] = json!({"vram_used_max_mb": 10240.0});
+    cold["prefill_seconds"] = json!(0.4503);
+    cold["client_tok_per_sec"] = json!(9050.25);
+    cold["cached_tokens_source"] = json!("usage");
+    let dir = tempfile::tempdir().unwrap();
+    let mut reg = Registry::load(dir.path()).unwrap();
+    let out = publish(&mut reg, &raw, &opts("qwen3-0-6b-rtx4090-vllm")).unwrap();
+    let reg = Registry::load(dir.path()).unwrap();
+    assert!(validate::validate(&reg).is_empty());
+    let s = reg.sweep(&out.sweep_id).unwrap();
+
+    assert_eq!(s.rows[0].status, "accepted-cold-prefill");
+    assert_eq!(
+        row_fields(&s.rows[0]),
+        json!({
+            "status": "accepted-cold-prefill",
+            "concurrency": 1,
+            "context_tokens": 4098,
+            "output_tokens": null,
+            "prefill_tok_s": 9100.0,
+            "decode_tok_s": null,
+            "ttft_ms_p50": 450.0,
+            "peak_vram_gb": 10.0,
+            "samples": 1,
+            "elapsed_s": 0.4503,
+            "cache_hit_rate": 0.0,
+            "device_cache_hit_tokens": 0,
+            "layer": "prefill",
+            "context_label_tokens": 4096,
+            "cell_status": "ok",
+            "prefill_method": "client",
+            "client_prefill_tok_s": 9050.25,
+            "server_prefill_tok_s": 9000.5,
+            "cached_tokens_source": "usage",
+        })
+    );
+    assert_eq!(
+        row_fields(&s.rows[1]),
+        json!({
+            "status": "accepted-warm-prefix-prefill",
+            "concurrency": 1,
+            "context_tokens": 4098,
+            "output_tokens": null,
+            "prefill_tok_s": 200000.0,
+            "decode_tok_s": null,
+            "ttft_ms_p50": 20.0,
+            "peak_vram_gb": null,
+            "samples": 1,
+            "elapsed_s": 0.02,
+            "cache_hit_rate": 0.9995,
+            "device_cache_hit_tokens": 4096,
+            "prefill_compute_tokens": 2,
+            "layer": "prefill_warm",
+            "context_label_tokens": 4096,
+            "cell_status": "ok",
+            "prefill_method": "warm_prefix",
+        })
+    );
+    // Sustained C = 1 at 100 tok/s over a 10 s window: 1,000 output tokens and one request of
+    // 514 prompt tokens sent inside it (total 1,514 tokens in 10 s = 9,084 per minute), 512 of
+    // them served from the cache (512 / 514 = 0.9961).
+    assert_eq!(
+        row_fields(&s.rows[2]),
+        json!({
+            "status": "accepted-warm-prefix-c1",
+            "concurrency": 1,
+            "context_tokens": 514,
+            "output_tokens": 64,
+            "prefill_tok_s": null,
+            "decode_tok_s": 100.0,
+            "ttft_ms_p50": 50.0,
+            "peak_vram_gb": null,
+            "samples": 1,
+            "decode_tok_s_per_stream": 100.0,
+            "elapsed_s": 10.0,
+            "cache_hit_rate": 0.9961,
+            "device_cache_hit_tokens": 512,
+            "prefill_compute_tokens": 2,
+            "output_tokens_per_minute": 6000.0,
+            "total_api_tokens_per_minute": 9084.0,
+            "layer": "sustained_decode",
+            "context_label_tokens": 512,
+            "cell_status": "ok",
+            "capacity_limited": false,
+            "underfilled": false,
+            "benchmark_mode": "duration",
+            "client_output_tokens": 1000,
+            "client_max_tick_lag_ms": 2.0,
+        })
+    );
+    let host = &s.source.as_ref().unwrap()["host"];
+    assert_eq!(host["hostname"], "bench-1");
+    assert_eq!(host["hardware_id"], "rtx-4090-24gb");
+    assert_eq!(host["hardware_count"], 1);
+    assert_eq!(host["gpu_name"], "NVIDIA GeForce RTX 4090");
+}
