@@ -133,6 +133,8 @@ fn exported_requests_reproduce_the_cells_summaries() {
         assert_eq!(r["completed"], true);
         assert_eq!(r["finish_reason"], "length");
         assert!(r["prompt_tokens"].as_u64().unwrap() > 0);
+        // a request-count cell has no measured window: no window credit (null, never 0)
+        assert!(r["window_tokens"].is_null(), "{r}");
     }
     assert_eq!(four(ttft), cell_four(cell, "ttft"));
     assert_eq!(four(itl), cell_four(cell, "inter_token_latency"));
@@ -143,4 +145,57 @@ fn exported_requests_reproduce_the_cells_summaries() {
     let max = secs(*gaps.iter().max().unwrap());
     let got = g["max"].as_f64().unwrap();
     assert!(got >= max && got <= max * 1.001, "max {got} vs {max}");
+}
+
+/// A sustained cell's rows carry their window credit: the simulator streams usage on every
+/// chunk, so the rows' `window_tokens` sum to the cell's `client_output_tokens` exactly, and the
+/// ramp-up requests that ended before the window opened have 0 (docs/exports.md).
+#[test]
+fn sustained_rows_sum_to_the_cells_window_tokens() {
+    let dir = tempfile::tempdir().unwrap();
+    run(
+        dir.path(),
+        &[
+            "run",
+            "--concurrency",
+            "2",
+            "--contexts",
+            "0",
+            "--duration",
+            "1",
+            "--max-tokens",
+            "16",
+            "--skip-prefill",
+            "--quiet",
+            "--export-requests",
+            "requests.jsonl",
+            "-o",
+            "results.json",
+        ],
+    );
+    let results: Value =
+        serde_json::from_str(&std::fs::read_to_string(dir.path().join("results.json")).unwrap())
+            .unwrap();
+    let cell = &results["results"][0];
+    assert_eq!(cell["status"], "ok", "{cell}");
+    let text = std::fs::read_to_string(dir.path().join("requests.jsonl")).unwrap();
+    let rows: Vec<Value> = text
+        .lines()
+        .map(|l| serde_json::from_str(l).expect("one JSON object per line"))
+        .filter(|r: &Value| r["layer"] == "sustained" && r["concurrency"] == 2)
+        .collect();
+    assert!(rows.len() > 2, "{text}");
+    let credit: Vec<u64> = rows
+        .iter()
+        .map(|r| {
+            r["window_tokens"]
+                .as_u64()
+                .unwrap_or_else(|| panic!("a number in a sustained row: {r}"))
+        })
+        .collect();
+    assert_eq!(
+        Some(credit.iter().sum::<u64>()),
+        cell["client_output_tokens"].as_u64(),
+        "{credit:?}"
+    );
 }

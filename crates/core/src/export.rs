@@ -87,8 +87,9 @@ pub struct RequestRow {
     pub completion_tokens: Option<u64>,
     /// Reasoning tokens from usage (clamped to `output_tokens`), tokens.
     pub reasoning_tokens: Option<u64>,
-    /// Output tokens credited to the cell's measured window, tokens.
-    pub window_tokens: u64,
+    /// Output tokens credited to the sustained cell's measured window, tokens; `None` outside
+    /// sustained cells (request-count, Burst / E2E and open-loop loads have no window).
+    pub window_tokens: Option<u64>,
     /// Last non-empty `finish_reason`.
     pub finish_reason: Option<String>,
     /// The server finished it.
@@ -194,7 +195,7 @@ impl ExportSink {
             cached_tokens: r.cached_tokens,
             completion_tokens: r.usage_completion_tokens,
             reasoning_tokens: r.reasoning_tokens,
-            window_tokens: out.stream.window_tokens,
+            window_tokens: (self.key.layer == "sustained").then_some(out.stream.window_tokens),
             finish_reason: r.finish_reason.clone(),
             completed: r.completed,
             cancelled: r.cancelled,
