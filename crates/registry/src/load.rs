@@ -5,6 +5,7 @@
 //! normalised; problems found while loading (invalid JSON, id ≠ file stem, duplicate ids) are
 //! collected in [`Registry::problems`], never fatal, so `validate` can list them all.
 
+use cap_std::fs::Dir;
 use std::collections::BTreeMap;
 use std::fmt;
 use std::path::{Path, PathBuf};
@@ -257,6 +258,16 @@ impl RootGuard {
         &self.root
     }
 
+    /// Where `path` (which exists) resolves under the root, relative to it (`""` for the root
+    /// itself); otherwise why not (a dangling link, or one that leads outside).
+    pub fn resolve(&self, path: &Path) -> Result<PathBuf, String> {
+        self.check(path)?;
+        let real = path.canonicalize().map_err(|e| e.to_string())?;
+        real.strip_prefix(&self.root)
+            .map(Path::to_path_buf)
+            .map_err(|_| "a symbolic link out of the registry; not followed".to_string())
+    }
+
     /// `Ok` when `path` (which exists) resolves to a place under the root; otherwise why not
     /// (a dangling link, or one that leads outside).
     pub fn check(&self, path: &Path) -> Result<(), String> {
@@ -273,6 +284,71 @@ impl RootGuard {
     }
 }
 
+/// The largest record file read, bytes (64 MiB): a sweep of a thousand rows is under 2 MB; a
+/// bigger file is reported (rule `too-large`), never read whole (break-it round 9: a 2 GB
+/// sparse file took 2 GB of memory on every load).
+pub const MAX_RECORD_BYTES: u64 = 64 << 20;
+
+/// Reads `name` in the directory `col`, opened through the directory handle (a
+/// symbolic link is followed only while it stays inside the registry root the handle came from,
+/// so swapping a directory for a link during the load reads nothing outside), non-blocking (a
+/// FIFO put in place after the listing does not hang the load), regular files only, at most
+/// [`MAX_RECORD_BYTES`]. Errors: the rule and message of the problem.
+fn read_capped(col: &Dir, name: &Path) -> Result<Vec<u8>, (&'static str, String)> {
+    use std::io::Read as _;
+    let mut open = cap_std::fs::OpenOptions::new();
+    open.read(true);
+    #[cfg(unix)]
+    cap_std::fs::OpenOptionsExt::custom_flags(&mut open, O_NONBLOCK);
+    let file = col
+        .open_with(name, &open)
+        .map_err(|e| ("unreadable", format!("cannot read: {e}")))?;
+    let meta = file
+        .metadata()
+        .map_err(|e| ("unreadable", format!("cannot read: {e}")))?;
+    if !meta.is_file() {
+        return Err((
+            "not-a-file",
+            "a `.json` entry that is not a regular file; not read".into(),
+        ));
+    }
+    if meta.len() > MAX_RECORD_BYTES {
+        return Err((
+            "too-large",
+            format!(
+                "{} bytes, over the {} MiB a record may have; not read",
+                meta.len(),
+                MAX_RECORD_BYTES >> 20
+            ),
+        ));
+    }
+    let mut bytes = Vec::with_capacity(meta.len() as usize);
+    file.take(MAX_RECORD_BYTES + 1)
+        .read_to_end(&mut bytes)
+        .map_err(|e| ("unreadable", format!("cannot read: {e}")))?;
+    if bytes.len() as u64 > MAX_RECORD_BYTES {
+        return Err((
+            "too-large",
+            format!(
+                "over the {} MiB a record may have (it grew while read); not read",
+                MAX_RECORD_BYTES >> 20
+            ),
+        ));
+    }
+    Ok(bytes)
+}
+
+/// `O_NONBLOCK` (Linux and the BSDs differ; only the open of a FIFO is affected, regular files
+/// read as usual).
+#[cfg(target_os = "linux")]
+const O_NONBLOCK: i32 = 0o4000;
+#[cfg(all(unix, not(target_os = "linux")))]
+const O_NONBLOCK: i32 = 0x0004;
+
+/// A listed record file: its collection, directory name, the index of that directory's
+/// handle, the file name, and for a link that stays inside, where it resolves (root-relative).
+type Listed = (Collection, &'static str, usize, String, Option<PathBuf>);
+
 /// What reading one record file gave.
 enum Read {
     Record(Box<Record>),
@@ -282,24 +358,12 @@ enum Read {
 /// Reads and parses one record file of collection `c` found in directory `dir`. Never fails:
 /// a file that cannot be read (rule `unreadable`) or is not UTF-8 (`invalid-utf8`) is a
 /// problem like any other.
-fn read_file(c: Collection, dir: &str, f: &Path, opts: LoadOptions) -> Read {
-    let stem = f
-        .file_stem()
-        .map(|s| s.to_string_lossy().into_owned())
-        .unwrap_or_default();
-    let rel = format!(
-        "{dir}/{}",
-        f.file_name().unwrap_or_default().to_string_lossy()
-    );
-    let bytes = match std::fs::read(f) {
+fn read_file(c: Collection, dir: &str, name: &str, from: (&Dir, &Path), opts: LoadOptions) -> Read {
+    let stem = name.strip_suffix(".json").unwrap_or(name).to_string();
+    let rel = format!("{dir}/{name}");
+    let bytes = match read_capped(from.0, from.1) {
         Ok(b) => b,
-        Err(e) => {
-            return Read::Problem(Problem::new(
-                &rel,
-                "unreadable",
-                format!("cannot read: {e}"),
-            ))
-        }
+        Err((rule, why)) => return Read::Problem(Problem::new(&rel, rule, why)),
     };
     let text = match String::from_utf8(bytes) {
         Ok(t) => t,
@@ -429,8 +493,14 @@ impl Registry {
         // Symbolic links are followed only when they stay inside the registry (rule
         // `symlink-outside` otherwise): nothing outside the root is read or served.
         let inside = RootGuard::new(&root);
+        // Every directory and file below is opened through the root's handle (cap-std: a link
+        // is followed only while it stays under the root), so a directory swapped for a link
+        // between the checks below and the reads is never read through (break-it round 9).
+        let root_dir = Dir::open_ambient_dir(&root, cap_std::ambient_authority())
+            .map_err(|_| RegistryError::NotADirectory(root.clone()))?;
         let mut early: Vec<Problem> = Vec::new();
-        let mut files: Vec<(Collection, &'static str, PathBuf)> = Vec::new();
+        let mut cols: Vec<Dir> = Vec::new();
+        let mut files: Vec<Listed> = Vec::new();
         for c in Collection::ALL {
             let mut dirs = vec![c.dir_name()];
             dirs.extend_from_slice(c.legacy_dir_names());
@@ -446,27 +516,49 @@ impl Registry {
                     }
                 }
                 if !path.is_dir() {
+                    if !meta.file_type().is_symlink() {
+                        early.push(Problem::new(
+                            d,
+                            "not-a-directory",
+                            format!("a collection's place ({d}/) taken by something that is not a directory; its records are not read"),
+                        ));
+                    }
                     continue;
                 }
-                let entries = match std::fs::read_dir(&path) {
+                let col = match root_dir.open_dir(d) {
+                    Ok(col) => col,
+                    Err(e) => {
+                        early.push(Problem::new(d, "unreadable", format!("cannot open: {e}")));
+                        continue;
+                    }
+                };
+                let entries = match col.entries() {
                     Ok(e) => e,
                     Err(e) => {
                         early.push(Problem::new(d, "unreadable", format!("cannot list: {e}")));
                         continue;
                     }
                 };
-                let mut in_dir: Vec<PathBuf> = Vec::new();
+                let mut in_dir: Vec<(String, Option<PathBuf>)> = Vec::new();
                 for e in entries {
                     let Ok(e) = e else { continue };
-                    let p = e.path();
-                    if p.extension().is_none_or(|x| x != "json") {
+                    let file_name = e.file_name();
+                    let name = file_name.to_string_lossy().into_owned();
+                    if !name.ends_with(".json") || name.len() <= ".json".len() {
                         continue;
                     }
-                    let rel = || format!("{d}/{}", e.file_name().to_string_lossy());
+                    let p = path.join(&file_name);
+                    let rel = || format!("{d}/{name}");
                     // The directory entry's type needs no `stat` on most file systems.
+                    // A link that stays inside is read at the place it resolves to, from the
+                    // root's handle (the link's own text may be an absolute path).
+                    let mut via: Option<PathBuf> = None;
                     let is_file = match e.file_type() {
-                        Ok(t) if t.is_symlink() => match inside.check(&p) {
-                            Ok(()) => p.is_file(),
+                        Ok(t) if t.is_symlink() => match inside.resolve(&p) {
+                            Ok(real) => {
+                                via = Some(real);
+                                p.is_file()
+                            }
                             Err(why) => {
                                 early.push(Problem::new(rel(), "symlink-outside", why));
                                 continue;
@@ -476,7 +568,7 @@ impl Registry {
                         Err(_) => false,
                     };
                     if is_file {
-                        in_dir.push(p);
+                        in_dir.push((name, via));
                     } else {
                         early.push(Problem::new(
                             rel(),
@@ -486,13 +578,19 @@ impl Registry {
                     }
                 }
                 in_dir.sort();
-                files.extend(in_dir.into_iter().map(|p| (c, d, p)));
+                let k = cols.len();
+                cols.push(col);
+                files.extend(in_dir.into_iter().map(|(n, via)| (c, d, k, n, via)));
             }
         }
-        let read_all = |chunk: &[(Collection, &'static str, PathBuf)]| -> Vec<Read> {
+        let (cols, root_dir) = (&cols, &root_dir);
+        let read_all = |chunk: &[Listed]| -> Vec<Read> {
             chunk
                 .iter()
-                .map(|(c, d, f)| read_file(*c, d, f, opts))
+                .map(|(c, d, k, n, via)| match via {
+                    Some(real) => read_file(*c, d, n, (root_dir, real), opts),
+                    None => read_file(*c, d, n, (&cols[*k], Path::new(n)), opts),
+                })
                 .collect()
         };
         // Two threads when there is enough work to pay for the second one.

@@ -8,12 +8,16 @@
 //!    that is a symbolic link out of the registry is refused);
 //! 3. the in-memory registry-to-be is validated ([`crate::validate::validate`]); a problem on a
 //!    file this write touches that was not there before the write refuses it;
-//! 4. every file is staged as a temporary file next to its target, then all are renamed into
-//!    place; when a rename fails, the files already renamed get their old content back (or are
+//! 4. every file is staged as an unnamed temporary file in its target's directory, then all
+//!    are renamed into place, every step through directory handles opened from the root's (a
+//!    link is followed only while it stays under the root, so swapping a directory for a link
+//!    during the write changes nothing); when a rename fails, the files already renamed get their old content back (or are
 //!    removed when they were new), so a refused or failed write leaves every file as it was.
 
 use std::collections::BTreeSet;
 use std::path::{Path, PathBuf};
+
+use cap_std::fs::Dir;
 
 use crate::load::{rel_path_for, Problem, RootGuard};
 use crate::{is_valid_id, Collection, Registry};
@@ -162,57 +166,131 @@ pub fn commit(
     if !fresh.is_empty() {
         return Err(WriteError::Invalid(fresh));
     }
-    // Stage.
+    // Stage. Every file is written and renamed through directory handles opened from the
+    // root's (cap-std: a link is followed only while it stays under the root), so a collection
+    // directory swapped for a link out of the registry after the checks above receives nothing
+    // (break-it round 9: a swap during `publish` wrote sweeps outside). A staged file has no
+    // name until it is renamed into place (`O_TMPFILE` where the system has it), so a kill
+    // leaves no temporary files behind.
     let io = |path: &Path| {
         let path = path.to_path_buf();
         move |source| WriteError::Io { path, source }
     };
-    let mut staged = Vec::with_capacity(targets.len());
-    for (path, text) in &targets {
+    let root_dir =
+        Dir::open_ambient_dir(&reg.root, cap_std::ambient_authority()).map_err(io(&reg.root))?;
+    let outside = |dir: &Path| WriteError::Outside {
+        path: dir.to_path_buf(),
+        root: guard.root().to_path_buf(),
+    };
+    let mut cols: Vec<(String, Dir)> = Vec::new();
+    // (collection directory, file name, path) of each target.
+    let mut placed = Vec::with_capacity(targets.len());
+    for (path, _) in &targets {
         let dir = path.parent().expect("<root>/<dir>/<id>.json");
-        std::fs::create_dir_all(dir).map_err(io(dir))?;
-        inside(&guard, dir)?;
-        let existing = std::fs::symlink_metadata(path).ok().filter(|m| m.is_file());
-        // The mode a plain `File::create` gives (0666 less the umask; a temporary file is
-        // 0600), or the replaced file's own: a registry is read by its web server and by others.
-        let mut builder = tempfile::Builder::new();
-        #[cfg(unix)]
-        builder.permissions(match &existing {
-            Some(m) => m.permissions(),
-            None => std::os::unix::fs::PermissionsExt::from_mode(0o666),
-        });
-        let mut tmp = builder.tempfile_in(dir).map_err(io(dir))?;
+        let (dname, fname) = split_rel(&reg.root, path).ok_or_else(|| outside(path))?;
+        let k = open_col(&root_dir, &mut cols, &dname, dir, true, guard.root())?;
+        placed.push((k, fname));
+    }
+    let mut staged = Vec::with_capacity(targets.len());
+    for ((path, text), (k, fname)) in targets.iter().zip(&placed) {
+        let col = &cols[*k].1;
+        let existing = col.symlink_metadata(fname).ok().filter(|m| m.is_file());
+        let mut tmp = cap_tempfile::TempFile::new(col).map_err(io(path))?;
+        // A new file gets the mode a plain `File::create` gives (0666 less the umask); a
+        // replaced file keeps its own: a registry is read by its web server and by others.
+        if let Some(m) = &existing {
+            tmp.as_file()
+                .set_permissions(m.permissions())
+                .map_err(io(path))?;
+        }
         std::io::Write::write_all(&mut tmp, text.as_bytes()).map_err(io(path))?;
         tmp.as_file().sync_all().map_err(io(path))?;
         // Old content, to restore when a later rename fails.
         let old = match existing {
-            Some(_) => Some(std::fs::read(path).map_err(io(path))?),
+            Some(_) => Some(col.read(fname).map_err(io(path))?),
             None => None,
         };
-        staged.push((tmp, path.clone(), old));
+        staged.push((tmp, *k, fname.clone(), path.clone(), old));
     }
     // Commit: rename every staged file into place.
-    let mut done: Vec<(PathBuf, Option<Vec<u8>>)> = Vec::new();
-    for (tmp, path, old) in staged {
-        if let Err(e) = tmp.persist(&path) {
-            for (p, old) in done.into_iter().rev() {
+    let mut done: Vec<(usize, String, PathBuf, Option<Vec<u8>>)> = Vec::new();
+    for (tmp, k, fname, path, old) in staged {
+        if let Err(e) = tmp.replace(&fname) {
+            for (k, f, _, old) in done.into_iter().rev() {
+                let col = &cols[k].1;
                 let _ = match old {
-                    Some(bytes) => std::fs::write(&p, bytes),
-                    None => std::fs::remove_file(&p),
+                    Some(bytes) => col.write(&f, bytes),
+                    None => col.remove_file(&f),
                 };
             }
-            return Err(WriteError::Io {
-                path,
-                source: e.error,
-            });
+            return Err(WriteError::Io { path, source: e });
         }
-        done.push((path, old));
+        done.push((k, fname, path, old));
     }
     for r in removals {
         let p = reg.root.join(r);
-        if std::fs::symlink_metadata(&p).is_ok() {
-            std::fs::remove_file(&p).map_err(io(&p))?;
+        let Some((dname, fname)) = split_rel(&reg.root, &p) else {
+            continue;
+        };
+        let dir = p.parent().unwrap_or(&reg.root);
+        if std::fs::symlink_metadata(&p).is_err() {
+            continue;
+        }
+        let k = open_col(&root_dir, &mut cols, &dname, dir, false, guard.root())?;
+        let col = &cols[k].1;
+        if col.symlink_metadata(&fname).is_ok() {
+            col.remove_file(&fname).map_err(io(&p))?;
         }
     }
-    Ok(done.into_iter().map(|(p, _)| p).collect())
+    Ok(done.into_iter().map(|(_, _, p, _)| p).collect())
+}
+
+/// The index in `cols` of the handle of collection directory `name` (opened from `root_dir`,
+/// created first when `create`); `dir` is its path, for errors.
+///
+/// Errors: [`WriteError::Outside`] when it leads out of the root, else [`WriteError::Io`].
+fn open_col(
+    root_dir: &Dir,
+    cols: &mut Vec<(String, Dir)>,
+    name: &str,
+    dir: &Path,
+    create: bool,
+    root: &Path,
+) -> Result<usize, WriteError> {
+    if let Some(k) = cols.iter().position(|(n, _)| n == name) {
+        return Ok(k);
+    }
+    let fail = |e: std::io::Error| {
+        if is_escape(&e) {
+            WriteError::Outside {
+                path: dir.to_path_buf(),
+                root: root.to_path_buf(),
+            }
+        } else {
+            WriteError::Io {
+                path: dir.to_path_buf(),
+                source: e,
+            }
+        }
+    };
+    if create {
+        root_dir.create_dir_all(name).map_err(fail)?;
+    }
+    let col = root_dir.open_dir(name).map_err(fail)?;
+    cols.push((name.to_string(), col));
+    Ok(cols.len() - 1)
+}
+
+/// `(collection directory, file name)` of a `<root>/<dir>/<file>` path.
+fn split_rel(root: &Path, path: &Path) -> Option<(String, String)> {
+    let rel = path.strip_prefix(root).ok()?;
+    let mut parts = rel.components();
+    let d = parts.next()?.as_os_str().to_str()?.to_string();
+    let f = parts.next()?.as_os_str().to_str()?.to_string();
+    parts.next().is_none().then_some((d, f))
+}
+
+/// Whether a cap-std error says a path led out of the root (a symbolic link out, or `..`).
+fn is_escape(e: &std::io::Error) -> bool {
+    e.kind() == std::io::ErrorKind::PermissionDenied && e.to_string().contains("outside")
 }

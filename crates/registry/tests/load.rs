@@ -179,6 +179,12 @@ fn bad_files_and_links_out_are_problems_not_failures() {
     // A whole collection directory that leads outside.
     std::fs::write(outside.join("hw/h.json"), json!({"id": "h"}).to_string()).unwrap();
     symlink(outside.join("hw"), root.join("hardware")).unwrap();
+    // A collection's place taken by a plain file, and a record file over the size cap (sparse:
+    // it costs no disk; it is refused from its size, never read).
+    std::fs::write(root.join("speed-sweep"), "not a directory").unwrap();
+    let huge = std::fs::File::create(root.join("model/huge.json")).unwrap();
+    huge.set_len(servebench_registry::load::MAX_RECORD_BYTES + 1)
+        .unwrap();
 
     let reg = Registry::load(&root).expect("bad files do not stop the loader");
     assert!(reg.get(Collection::Recipe, "good").is_some());
@@ -205,6 +211,8 @@ fn bad_files_and_links_out_are_problems_not_failures() {
         ("model/folder.json", "not-a-file"),
         ("model/alias.json", "id-matches-file"),
         ("hardware", "symlink-outside"),
+        ("speed-sweep", "not-a-directory"),
+        ("model/huge.json", "too-large"),
     ] {
         assert!(
             got.contains(&(path.to_string(), rule.to_string())),
