@@ -38,10 +38,28 @@ pub struct PublishArgs {
 
 /// Runs `servebench publish`.
 pub fn cmd_publish(a: PublishArgs) -> anyhow::Result<ExitCode> {
-    let bytes = std::fs::read(&a.results)
-        .with_context(|| format!("cannot read {}", crate::shown(&a.results)))?;
-    let raw: serde_json::Value = serde_json::from_slice(&bytes)
+    // A regular file of bounded size (a FIFO or /dev/zero is refused, never read: break-it
+    // round 9), that `servebench validate` accepts: evidence is only published from a file
+    // that has the results schema and no impossible value.
+    let text = crate::read_input_file(&a.results)?;
+    let bytes = text.as_bytes();
+    let raw: serde_json::Value = serde_json::from_str(&text)
         .with_context(|| format!("{} is not JSON", crate::shown(&a.results)))?;
+    let found = crate::problems(&raw, false)?;
+    if !found.is_empty() {
+        let shown = crate::shown(&a.results);
+        for e in found.schema.iter().take(10) {
+            eprintln!("{shown}: {e}");
+        }
+        for p in found.impossible.iter().take(10) {
+            eprintln!("{shown}: impossible value at {p}");
+        }
+        anyhow::bail!(
+            "{shown} is not published: {} schema problem(s) and {} impossible value(s) (`servebench validate {shown}` lists them); nothing was written",
+            found.schema.len(),
+            found.impossible.len()
+        );
+    }
     std::fs::create_dir_all(&a.registry)
         .with_context(|| format!("cannot create {}", crate::shown(&a.registry)))?;
     let mut reg = Registry::load(&a.registry)?;
@@ -51,7 +69,7 @@ pub fn cmd_publish(a: PublishArgs) -> anyhow::Result<ExitCode> {
         baseline: a.baseline.clone(),
         hardware_id: a.hardware.clone(),
         model_instance_id: a.model_instance.clone(),
-        results_sha256: publish::sha256_hex(&bytes),
+        results_sha256: publish::sha256_hex(bytes),
         results_file: a
             .results
             .file_name()

@@ -211,6 +211,13 @@ fn publish_refuses_impossible_results_and_paths_out_before_writing() {
         ),
         ("neg-tps.json", "/results/0/aggregate_tps", json!(-12.5)),
         ("p50-over-p99.json", "/results/0/ttft_p50", json!(99.0)),
+        // break-it round 9: in order and positive, but beyond any request's latency
+        ("huge-ttft.json", "/results/0/ttft_p99", json!(1e300)),
+        (
+            "year-0.json",
+            "/metadata/started_at",
+            json!("0000-01-01T00:00:00Z"),
+        ),
     ] {
         let mut bad = good.clone();
         *bad.pointer_mut(ptr).unwrap() = v;
@@ -224,6 +231,45 @@ fn publish_refuses_impossible_results_and_paths_out_before_writing() {
             files(&d.join("reg")).is_empty(),
             "{name}: nothing written before the refusal"
         );
+    }
+    // Files `validate` refuses on their schema are not published either (break-it round 9: a
+    // schema_version 999 and a C of 0 were).
+    for (name, ptr, v) in [
+        ("schema-999.json", "/schema_version", json!("999")),
+        ("c0.json", "/results/0/concurrency", json!(0)),
+    ] {
+        let mut bad = good.clone();
+        *bad.pointer_mut(ptr).unwrap() = v;
+        write_json(&d.join(name), &bad);
+        assert_eq!(sb(&["validate", name], d).status.code(), Some(1), "{name}");
+        let out = sb(&["publish", name, "--registry", "reg", "--recipe", "r1"], d);
+        assert_eq!(out.status.code(), Some(1), "{name}: publish refuses it");
+        assert!(
+            String::from_utf8_lossy(&out.stderr).contains("is not published"),
+            "{name}"
+        );
+        assert!(files(&d.join("reg")).is_empty(), "{name}");
+    }
+    // A device or a FIFO is refused at once, never read (break-it round 9: `publish /dev/zero`
+    // read until memory ran out).
+    let fifo = d.join("fifo.json");
+    assert!(Command::new("mkfifo")
+        .arg(&fifo)
+        .status()
+        .unwrap()
+        .success());
+    for input in ["/dev/zero", "fifo.json"] {
+        let t0 = std::time::Instant::now();
+        let out = sb(
+            &["publish", input, "--registry", "reg", "--recipe", "r1"],
+            d,
+        );
+        assert_eq!(out.status.code(), Some(1), "{input}");
+        assert!(
+            String::from_utf8_lossy(&out.stderr).contains("not a regular file"),
+            "{input}"
+        );
+        assert!(t0.elapsed() < std::time::Duration::from_secs(20), "{input}");
     }
     assert!(sb(&["validate", "run.json"], d).status.success());
     // Flag ids that are no ids: exit 2, nothing written.

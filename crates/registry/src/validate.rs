@@ -63,7 +63,26 @@ pub mod bounds {
     pub const MAX_VRAM_GB: f64 = 2_048.0;
     /// Largest plausible context, tokens (§7.2.5 lists 40,960,000).
     pub const MAX_CONTEXT_TOKENS: u64 = 10_000_000;
+    /// Slowest plausible latency of any percentile of any family (TTFT tails, ITL, TPOT, E2E,
+    /// request latency), ms (1 day: no client waits that long for one request).
+    pub const MAX_LATENCY_MS: f64 = 86_400_000.0;
 }
+
+/// Row fields that are latencies, by prefix, and their unit in ms (the row builders of
+/// `publish` and the seed's rows: `ttft_ms_p90`, `itl_ms_p50`, `tpot_ms_p50`, `e2e_s_p99`,
+/// `request_latency_s_p50`, ...).
+const LATENCY_FIELDS: [(&str, f64); 7] = [
+    ("ttft_ms_", 1.0),
+    ("ttft_from_intended_ms_", 1.0),
+    ("itl_ms_", 1.0),
+    ("tpot_ms_", 1.0),
+    ("e2e_ms_", 1.0),
+    ("e2e_s_", 1000.0),
+    ("request_latency_s_", 1000.0),
+];
+
+/// The percentile suffixes whose order is checked (`p50` ≤ `p90` ≤ `p95` ≤ `p99`).
+const PERCENTILES: [&str; 4] = ["p50", "p90", "p95", "p99"];
 
 /// Validates a loaded registry. Problems are sorted by path.
 pub fn validate(reg: &Registry) -> Vec<Problem> {
@@ -745,11 +764,41 @@ pub fn implausible(row: &Value, vram_cap_gb: Option<f64>) -> Vec<(String, String
                 ),
             );
         }
-        if let Some(t95) = f("ttft_ms_p95").filter(|x| *x < t) {
-            bad(
-                "ttft_ms_p95",
-                format!("TTFT p95 {t95} ms is below p50 {t} ms"),
-            );
+    }
+    // Every latency field: not negative, not beyond a day, percentiles in order (break-it
+    // round 9: a TTFT p99 of 1e300 s and a negative ITL were published as accepted).
+    if let Some(m) = row.as_object() {
+        for (k, x) in m {
+            let Some((_, unit)) = LATENCY_FIELDS.iter().find(|(p, _)| k.starts_with(p)) else {
+                continue;
+            };
+            let Some(x) = x.as_f64() else { continue };
+            if x < 0.0 {
+                bad(k, format!("{k} {x} is negative (a latency)"));
+            } else if x * unit > bounds::MAX_LATENCY_MS && k != "ttft_ms_p50" {
+                bad(
+                    k,
+                    format!(
+                        "{k} {x} is beyond a day ({} ms; a unit slip?)",
+                        bounds::MAX_LATENCY_MS
+                    ),
+                );
+            }
+        }
+        for (prefix, _) in LATENCY_FIELDS {
+            let present: Vec<(String, f64)> = PERCENTILES
+                .iter()
+                .filter_map(|q| {
+                    let k = format!("{prefix}{q}");
+                    m.get(&k).and_then(Value::as_f64).map(|x| (k, x))
+                })
+                .collect();
+            for w in present.windows(2) {
+                let ((ka, a), (kb, b)) = (&w[0], &w[1]);
+                if *a >= 0.0 && *b >= 0.0 && *b < *a {
+                    bad(kb, format!("{kb} {b} is below {ka} {a}"));
+                }
+            }
         }
     }
     if let Some(x) = f("prefill_tok_s") {

@@ -124,6 +124,48 @@ fn plausibility_bounds_at_both_sides() {
             "p95 {p95}"
         );
     }
+    // Every latency percentile: ≥ 0, ≤ 1 day (ms fields as ms, s fields as s), in order
+    // (break-it round 9: ttft_ms_p99 1e303 and itl_ms_p50 −3 were accepted).
+    let day_ms = servebench_registry::validate::bounds::MAX_LATENCY_MS;
+    for (row, bad) in [
+        (
+            json!({"ttft_ms_p50": 10.0, "ttft_ms_p99": day_ms}),
+            none.clone(),
+        ),
+        (
+            json!({"ttft_ms_p50": 10.0, "ttft_ms_p99": day_ms + 1.0}),
+            one("ttft_ms_p99"),
+        ),
+        (
+            json!({"ttft_ms_p50": 10.0, "ttft_ms_p99": 1e303}),
+            one("ttft_ms_p99"),
+        ),
+        (json!({"itl_ms_p50": -0.001}), one("itl_ms_p50")),
+        (json!({"itl_ms_p50": 0.0}), none.clone()),
+        (
+            json!({"ttft_ms_p50": 10.0, "ttft_ms_p90": -1.0}),
+            one("ttft_ms_p90"),
+        ),
+        (json!({"e2e_s_p99": day_ms / 1000.0}), none.clone()),
+        (
+            json!({"e2e_s_p99": day_ms / 1000.0 + 0.001}),
+            one("e2e_s_p99"),
+        ),
+        (
+            json!({"tpot_ms_p50": 5.0, "tpot_ms_p99": 4.999}),
+            one("tpot_ms_p99"),
+        ),
+        (
+            json!({"tpot_ms_p50": 5.0, "tpot_ms_p99": 5.0}),
+            none.clone(),
+        ),
+        (
+            json!({"ttft_ms_p50": 10.0, "ttft_ms_p90": 30.0, "ttft_ms_p99": 20.0}),
+            one("ttft_ms_p99"),
+        ),
+    ] {
+        assert_eq!(bad_fields(row.clone(), None), bad, "{row}");
+    }
     // prefill ≤ 500k tok/s cold, ≤ 1M any
     for (status, cap) in [
         ("accepted-cold-prefill", 500_000.0),

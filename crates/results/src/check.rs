@@ -23,8 +23,10 @@
 //!   `prefill::check_prompt_tokens`), a row that is not ok with a tok/s.
 //! * **A run state that contradicts `run_complete`**: `run_state` `complete` with `run_complete`
 //!   false, or `running` / `interrupted` with `run_complete` true.
+//! * **Latencies beyond a day** ([`MAX_LATENCY_S`]): a TTFT / TTST / ITL / TPOT / E2E /
+//!   request latency (s, or ms for keys ending `_ms`) over a day.
 //! * **Timestamps that do not parse**: `metadata.started_at` (and any other string
-//!   `metadata.*_at`) must be RFC 3339; `metadata.timestamp` RFC 3339 or an ISO 8601 local
+//!   `metadata.*_at`) must be RFC 3339 with a year in 2000–2200; `metadata.timestamp` RFC 3339 or an ISO 8601 local
 //!   date-time (`2026-11-29T18:31:53.359135`, what older versions wrote).
 
 use std::fmt;
@@ -104,6 +106,7 @@ fn must_be_non_negative(key: &str) -> bool {
         || key.ends_with("_reqs")
         || key.ends_with("_count")
         || key.starts_with("server_kv_usage")
+        || key.starts_with("energy")
         || key == "effective_concurrency"
         || key == "server_samples"
 }
@@ -117,6 +120,42 @@ pub const FRACTION_SUFFIXES: [&str; 5] = [
     "_fraction",
     "attainment",
 ];
+
+/// Longest latency a results file can hold, s (1 day): TTFT, TTST, ITL, TPOT, E2E and request
+/// latency of one request. No request is waited on that long (break-it round 9: a TTFT p99
+/// of 1e300 s validated and published as accepted).
+pub const MAX_LATENCY_S: f64 = 86_400.0;
+
+/// Key prefixes whose numbers are one request's latency in seconds (keys ending `_ms` are ms).
+const LATENCY_PREFIXES: [&str; 9] = [
+    "ttft",
+    "client_ttft",
+    "ttst",
+    "request_latency",
+    "inter_token_latency",
+    "chunk_inter_token_latency",
+    "tpot",
+    "itl",
+    "e2e_latency",
+];
+
+/// The key's value in seconds when it is a request latency (`None` for rates, counts and
+/// anything else).
+fn latency_seconds(key: &str, x: f64) -> Option<f64> {
+    let rate = key.ends_with("_tps")
+        || key.contains("tok_s")
+        || key.contains("per_sec")
+        || key.ends_with("_rate")
+        || key.ends_with("_count");
+    if rate || !LATENCY_PREFIXES.iter().any(|p| key.starts_with(p)) {
+        return None;
+    }
+    Some(if key.ends_with("_ms") || key.contains("_ms_") {
+        x / 1000.0
+    } else {
+        x
+    })
+}
 
 fn must_be_fraction(key: &str) -> bool {
     FRACTION_SUFFIXES.iter().any(|s| key.ends_with(s))
@@ -261,14 +300,16 @@ pub fn impossible_values(v: &Value) -> Vec<ImpossibleValue> {
                 chrono::DateTime::parse_from_rfc3339(s).is_ok()
                     || chrono::NaiveDateTime::parse_from_str(s, "%Y-%m-%dT%H:%M:%S%.f").is_ok()
             } else if k.ends_with("_at") {
-                chrono::DateTime::parse_from_rfc3339(s).is_ok()
+                // A run's own clock: a year outside 2000–2200 is no measurement's time.
+                chrono::DateTime::parse_from_rfc3339(s)
+                    .is_ok_and(|t| (2000..=2200).contains(&chrono::Datelike::year(&t.naive_utc())))
             } else {
                 true
             };
             if !ok {
                 out.push(ImpossibleValue {
                     pointer: format!("/metadata/{}", escape(k)),
-                    message: format!("{s:?} is not an RFC 3339 timestamp"),
+                    message: format!("{s:?} is not an RFC 3339 timestamp (of a year in 2000–2200)"),
                 });
             }
         }
@@ -285,6 +326,13 @@ fn walk(v: &Value, at: &str, out: &mut Vec<ImpossibleValue>) {
                         out.push(ImpossibleValue {
                             pointer: format!("{at}/{}", escape(k)),
                             message: format!("{n} is negative (a latency, rate or count)"),
+                        });
+                    } else if latency_seconds(k, n).is_some_and(|t| t > MAX_LATENCY_S) {
+                        out.push(ImpossibleValue {
+                            pointer: format!("{at}/{}", escape(k)),
+                            message: format!(
+                                "{n} is beyond a day (a request latency over {MAX_LATENCY_S} s)"
+                            ),
                         });
                     } else if n > 1.0 + 1e-9 && must_be_fraction(k) {
                         out.push(ImpossibleValue {
@@ -479,5 +527,49 @@ mod tests {
         // A process may use more than one core; a shortfall is negative when the client ran
         // ahead of its schedule.
         assert_eq!(got.len(), 4, "{got:?}");
+    }
+}
+
+#[cfg(test)]
+mod more_tests {
+    use super::*;
+    use serde_json::json;
+
+    /// Break-it round 9: latencies beyond a day, negative energy and years no run has.
+    #[test]
+    fn latencies_beyond_a_day_negative_energy_and_impossible_years() {
+        let v = json!({
+            "metadata": {"started_at": "0000-01-01T00:00:00Z", "finished_at": "2026-12-04T10:00:00Z"},
+            "results": [{
+                "ttft_p50": 0.05, "ttft_p99": 1e300, "request_latency_p50": 86400.0,
+                "inter_token_latency_avg": 86400.001, "client_max_tick_lag_ms": 9e9,
+                "ttft_ms_p99": 86_400_001.0, "e2e_output_tps_per_user_p50": 1e12,
+                "energy_joules": -5.0
+            }]
+        });
+        let found: Vec<String> = impossible_values(&v)
+            .into_iter()
+            .map(|p| p.pointer)
+            .collect();
+        for at in [
+            "/metadata/started_at",
+            "/results/0/ttft_p99",
+            "/results/0/inter_token_latency_avg",
+            "/results/0/ttft_ms_p99",
+            "/results/0/energy_joules",
+        ] {
+            assert!(
+                found.contains(&at.to_string()),
+                "{at} missing from {found:?}"
+            );
+        }
+        for fine in [
+            "/metadata/finished_at",
+            "/results/0/request_latency_p50",
+            "/results/0/client_max_tick_lag_ms",
+            "/results/0/e2e_output_tps_per_user_p50",
+        ] {
+            assert!(!found.contains(&fine.to_string()), "{fine} in {found:?}");
+        }
     }
 }
