@@ -164,6 +164,28 @@ fn warn_if_invalid(path: &Path, value: &serde_json::Value, task: bool) {
     );
 }
 
+/// What a results file says about the server, the client's arguments, the engine launch and
+/// the event log, secrets redacted again (`servebench_host::secrets`): servebench writes them
+/// redacted, but a file written by an older version, another tool or a hand edit may not be
+/// (break-it round 9: a report showed `base_url` credentials, `args.api_key` and an event-log
+/// bearer token as written). Publish redacts the same fields it copies.
+fn redact_for_display(r: &mut Results) {
+    use servebench_host::secrets;
+    let md = &mut r.metadata;
+    md.server = secrets::redact_urls(&md.server);
+    md.base_url = secrets::redact_urls(&md.base_url);
+    for obj in [&mut r.startup_diagnostics, &mut r.engine_launch] {
+        let mut v = serde_json::Value::Object(std::mem::take(obj));
+        secrets::redact_json(&mut v);
+        if let serde_json::Value::Object(m) = v {
+            *obj = m;
+        }
+    }
+    for line in &mut r.event_log {
+        *line = secrets::redact_text(line);
+    }
+}
+
 /// Reads a matrix results file (`servebench run` or llm_decode_bench.py), with a one-line error
 /// for anything else; a file that does not validate is read with a warning.
 fn read_matrix(path: &Path) -> anyhow::Result<Results> {
@@ -176,7 +198,9 @@ fn read_matrix(path: &Path) -> anyhow::Result<Results> {
     match kind {
         AnyResults::Matrix(r) if has("metadata", false) && has("results", true) => {
             warn_if_invalid(path, &value, false);
-            Ok(*r)
+            let mut r = *r;
+            redact_for_display(&mut r);
+            Ok(r)
         }
         AnyResults::Task(_) => anyhow::bail!(
             "{} is a `servebench task` results file; only `servebench report` with the text format reads it",

@@ -63,6 +63,13 @@ fn planted_args() -> Vec<String> {
         "--api",
         c,
         &format!("https://hub.example.com/m?sig={c}"),
+        // break-it round 9: an Azure SAS, a personal access token, `-p` as a password
+        "--sas",
+        &format!("sv=2020&sig={c}"),
+        "--github-pat",
+        c,
+        "-p",
+        c,
     ]
     .iter()
     .map(|s| s.to_string())
@@ -258,4 +265,45 @@ fn canary_never_reaches_a_written_file() {
         assert!(!String::from_utf8_lossy(&out.stdout).contains(CANARY));
         assert!(!String::from_utf8_lossy(&out.stderr).contains(CANARY));
     }
+}
+
+/// A results file written by an older version or edited by hand may carry secrets in the
+/// server URL, the client's arguments, the engine launch and the event log: `report` (every
+/// format) and `compare` show them redacted (break-it round 9: they were shown as written).
+#[test]
+fn report_redacts_a_results_file_that_carries_secrets() {
+    let dir = tempfile::tempdir().unwrap();
+    let d = dir.path();
+    let src = concat!(
+        env!("CARGO_MANIFEST_DIR"),
+        "/../../tests/data/results/llm-decode-bench-0.4.18-vllm-cpu-tiny.json"
+    );
+    let mut v: Value = serde_json::from_str(&std::fs::read_to_string(src).unwrap()).unwrap();
+    let c = CANARY;
+    v["metadata"]["server"] = Value::from(format!("http://u:{c}@127.0.0.1:8000?token={c}"));
+    v["metadata"]["base_url"] = Value::from(format!("http://u:{c}@127.0.0.1:8000/v1?api_key={c}"));
+    v["startup_diagnostics"]["args"] = serde_json::json!({"api_key": c, "model": "m"});
+    v["engine_launch"] = serde_json::json!({
+        "status": "found",
+        "cmdline": ["vllm", "serve", "m", "--api-key", c, "-p", c],
+        "cmdline_text": format!("vllm serve m --password={c}"),
+        "env": {"HF_TOKEN": c},
+    });
+    v["event_log"] = serde_json::json!([format!(
+        "10:00:00 launched with --api-key {c} Authorization: Bearer {c}"
+    )]);
+    std::fs::write(d.join("hand.json"), v.to_string()).unwrap();
+    for format in ["text", "md", "html", "csv"] {
+        let out = sb(&["report", "hand.json", "--format", format, "-o", "out"], d);
+        assert!(out.status.success(), "{format}");
+        let text = std::fs::read_to_string(d.join("out")).unwrap();
+        assert!(!text.contains(c), "{format} report shows the canary");
+        assert!(
+            !String::from_utf8_lossy(&out.stderr).contains(c),
+            "{format}"
+        );
+    }
+    let out = sb(&["compare", "hand.json", "hand.json"], d);
+    assert!(!String::from_utf8_lossy(&out.stdout).contains(c));
+    assert!(!String::from_utf8_lossy(&out.stderr).contains(c));
 }

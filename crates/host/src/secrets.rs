@@ -7,7 +7,8 @@
 //!   `OTP`, `SIG`, `SESSION`, …);
 //!   case-insensitive, `-` counts as `_`, camel case as written: `--api-key X`, `--api-key=X`,
 //!   `--api_key`, `--apiKey`, `HF_TOKEN=X`) has its value replaced by [`REDACTED`]; so do the
-//!   short flags [`SECRET_SHORT_FLAGS`] (`-k X`);
+//!   short flags [`SECRET_SHORT_FLAGS`] (`-k X`), and `-p X` unless `X` is a port
+//!   ([`PORT_OR_SECRET_SHORT_FLAGS`]);
 //! * URL credentials `scheme://user:pass@host` become `scheme://<redacted>@host`, and URL query
 //!   parameters with a secret name (`?token=X`) lose their value;
 //! * `Authorization: …` headers and `Bearer …` values are replaced whole;
@@ -46,15 +47,40 @@ pub const SECRET_MARKERS: [&str; 14] = [
 ];
 
 /// Name words that mark a secret only as a whole `_`-separated word (`--pass`, `DB_PASS`,
-/// `--admin-pw`, `--mysql-pwd`, `--otp`, `--sig`, `--session-id`, `--cred`, `--tok`, `--sk`;
-/// not `PASSTHROUGH`, `BYPASS`, `SIGMA`, `SKIP`). The variable `PWD` itself (the working
+/// `--admin-pw`, `--mysql-pwd`, `--otp`, `--sig`, `--session-id`, `--cred`, `--tok`, `--sk`,
+/// `--github-pat` (a personal access token), `--sas` (an Azure shared access signature);
+/// not `PASSTHROUGH`, `BYPASS`, `SIGMA`, `SKIP`, `PATH`, `SASL`). The variable `PWD` itself (the working
 /// directory) and `OLDPWD` are not secrets.
-pub const SECRET_WORDS: [&str; 10] = [
-    "PASS", "PW", "PWD", "OTP", "SIG", "SESSION", "CRED", "CREDS", "TOK", "SK",
+pub const SECRET_WORDS: [&str; 12] = [
+    "PASS", "PW", "PWD", "OTP", "SIG", "SESSION", "CRED", "CREDS", "TOK", "SK", "PAT", "SAS",
 ];
 
 /// Short flags whose value is a secret (`-k` is the API key of several servers and clients).
 pub const SECRET_SHORT_FLAGS: [&str; 1] = ["-k"];
+
+/// Short flags whose value is a secret unless it is shaped like a port (`-p 8000`,
+/// `-p 8000:8000`, `-p 127.0.0.1:8000:8000/tcp`): `-p` is the password of MySQL-style clients
+/// and several tools, and the port of many servers and of `docker run`.
+pub const PORT_OR_SECRET_SHORT_FLAGS: [&str; 1] = ["-p"];
+
+/// True when `v` (shell quotes aside) is a port or a port mapping: digits, `.`, `:`, `[`, `]`
+/// and an optional `/tcp`, `/udp` or `/sctp` (an IPv6 address with letters counts as a secret:
+/// redacting a port costs less than keeping a password).
+fn port_like(v: &str) -> bool {
+    let v = v.trim_matches(['\'', '"']);
+    let v = ["/tcp", "/udp", "/sctp"]
+        .iter()
+        .find_map(|p| v.strip_suffix(p))
+        .unwrap_or(v);
+    v.chars().any(|c| c.is_ascii_digit())
+        && v.chars()
+            .all(|c| c.is_ascii_digit() || matches!(c, '.' | ':' | '[' | ']'))
+}
+
+/// True when `a` (shell quotes aside) is one of [`PORT_OR_SECRET_SHORT_FLAGS`].
+fn is_port_or_secret_flag(a: &str) -> bool {
+    PORT_OR_SECRET_SHORT_FLAGS.contains(&a.trim_start_matches(['\'', '"']))
+}
 
 /// Environment prefixes that matter for inference engines (recorded for the client and for the
 /// engine process). `LD_LIBRARY_PATH` and `PATH`-like variables are not included.
@@ -290,7 +316,16 @@ pub fn redact_args(args: &[String]) -> Vec<String> {
     let mut out = Vec::with_capacity(args.len());
     let mut redact_next = false;
     let mut after_user = false;
+    let mut after_p = false;
     for a in args {
+        // `-p X`: X goes unless it is a port
+        if std::mem::replace(&mut after_p, is_port_or_secret_flag(a))
+            && !is_flag(a)
+            && !port_like(a)
+        {
+            out.push(redacted_value(a));
+            continue;
+        }
         // curl's `-u user:password` (`--user` too): the password goes, the user stays
         let user = std::mem::replace(&mut after_user, is_user_flag(a));
         if user && !a.contains("://") {
@@ -620,9 +655,18 @@ pub fn redact_text(s: &str) -> String {
     let mut out = String::with_capacity(s.len());
     let mut redact_next = false;
     let mut after_user = false;
+    let mut after_p = false;
     for (sep, w) in pieces {
         out.push_str(sep);
         if w.is_empty() {
+            continue;
+        }
+        // `-p X` inside a command string: X goes unless it is a port
+        if std::mem::replace(&mut after_p, is_port_or_secret_flag(w))
+            && !is_flag(w)
+            && !port_like(w)
+        {
+            out.push_str(&redacted_value(w));
             continue;
         }
         // curl's `-u user:password` inside a command string
@@ -886,6 +930,44 @@ mod tests {
 
     fn s(v: &[&str]) -> Vec<String> {
         v.iter().map(|x| x.to_string()).collect()
+    }
+
+    /// Break-it round 9: `--sas "sv=…&sig=X"`, `--github-pat X` and `-p X` kept their values;
+    /// `-p` stays a port when it is one.
+    #[test]
+    fn round_9_pat_sas_and_p_unless_a_port() {
+        let out = redact_args(&s(&[
+            "proxy",
+            "--sas",
+            "sv=2020&sig=CANARY1",
+            "--github-pat",
+            "CANARY2",
+            "-p",
+            "CANARY3",
+            "--sas=CANARY4",
+            "AZURE_SAS=CANARY5",
+        ]));
+        assert!(!out.join(" ").contains("CANARY"), "{out:?}");
+        for port in [
+            "8000",
+            "8000:8000",
+            "127.0.0.1:8000:8000/tcp",
+            "[::1]:80:80",
+            "'9000'",
+        ] {
+            let out = redact_args(&s(&["docker", "run", "-p", port, "img"]));
+            assert_eq!(out[3], port, "{port} is a port");
+        }
+        // `-pp 2` (pipeline parallel) and `-p` before another flag are no secrets.
+        let out = redact_args(&s(&["vllm", "-pp", "2", "-p", "--port", "8000"]));
+        assert_eq!(out, s(&["vllm", "-pp", "2", "-p", "--port", "8000"]));
+        let text =
+            redact_text("mysql -p CANARY6 -h db && docker run -p 8080:80 x --github-pat CANARY7");
+        assert!(!text.contains("CANARY"), "{text}");
+        assert!(text.contains("-p 8080:80"), "{text}");
+        for n in ["--path", "PATH", "--sasl-mechanism", "--patience"] {
+            assert!(!is_secret_name(n), "{n}");
+        }
     }
 
     /// Break-it round 7: flags and variables that carried a canary into every output.
