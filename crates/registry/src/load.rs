@@ -61,7 +61,7 @@ impl fmt::Display for Problem {
 #[derive(Debug, thiserror::Error)]
 pub enum RegistryError {
     /// The root is missing or not a directory.
-    #[error("{0} is not a registry directory (no such directory)")]
+    #[error("{} is not a registry directory ({})", .0.display(), if .0.exists() { "it is not a directory" } else { "no such directory" })]
     NotADirectory(PathBuf),
     /// An I/O error on a path.
     #[error("cannot read {path}: {source}")]

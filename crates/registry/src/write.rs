@@ -47,8 +47,8 @@ pub enum WriteError {
     /// The registry-to-be has new problems on the files the write touches.
     #[error("the write would leave the registry invalid ({} problem{}); nothing was written", .0.len(), if .0.len() == 1 { "" } else { "s" })]
     Invalid(Vec<Problem>),
-    /// Staging or renaming failed (files already renamed were restored).
-    #[error("cannot write {path}: {source} (files already renamed were restored)")]
+    /// Staging or renaming failed (files already renamed were put back).
+    #[error("cannot write {path}: {source} (the registry was left as it was)")]
     Io {
         /// The path.
         path: PathBuf,
