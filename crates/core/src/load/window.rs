@@ -119,11 +119,6 @@ pub struct WindowTally {
 pub const ESTIMATED_SHARE_WARN: f64 = 0.05;
 
 impl WindowTally {
-    /// Folds one request.
-    pub fn add(&mut self, w: &Window, o: &StreamOutcome) {
-        self.add_credit(w, o, o.window_tokens);
-    }
-
     /// Folds one request with `credit` output tokens inside the window.
     fn add_credit(&mut self, w: &Window, o: &StreamOutcome, credit: u64) {
         self.tokens += credit;
@@ -356,6 +351,23 @@ mod tests {
         let t = WindowTally::of(&w, &outs);
         assert_eq!((t.tokens, t.token_events), (81, 81));
         assert_eq!((t.requests, t.multi_event, t.continuous), (3, 2, 2));
+        assert!(!t.usage_seen && !t.usage_below_count && !t.nonmonotonic_usage);
+        // one overlapping request with a usage count, one whose usage fell short of its
+        // events: each flag is raised by one request and not lowered by the others
+        let mut outs = outs;
+        outs[1].record.usage_completion_tokens = Some(40);
+        outs[2].record.usage_below_count = true;
+        let t = WindowTally::of(&w, &outs);
+        assert!(t.usage_seen && t.usage_below_count);
+        // outside the window they say nothing
+        outs[1].record.usage_completion_tokens = None;
+        outs[2].record.usage_below_count = false;
+        outs[0].record.usage_completion_tokens = Some(50);
+        outs[0].record.usage_below_count = true;
+        let t = WindowTally::of(&w, &outs);
+        assert!(!t.usage_seen && !t.usage_below_count);
+        outs[0].record.usage_completion_tokens = None;
+        outs[0].record.usage_below_count = false;
         assert!(t.all_continuous());
         assert_eq!(t.aggregate_source().as_str(), "openai_continuous_usage");
 
@@ -490,6 +502,15 @@ mod tests {
         assert_eq!(t.token_events, 50);
         assert_eq!(t.fallback_tokens_per_chunk, Some(8.0));
         assert_eq!(t.extrapolated, (1, 9 * 7));
+        // the straddler's in-window share of its final usage is an estimate (21 chunks × 8 −
+        // the 21 counted); the inside request's chunks all lie inside: nothing estimated
+        assert_eq!(t.spread, 21 * 8 - 21);
+        assert_eq!(t.estimated(), 21 * 8 - 21 + 9 * 7);
+        // a request cut before the window opened adds nothing and is no extrapolation
+        let early_cut = fallback_request(t0, 1.0, 40, 0.2, 8, Some(3.0), &w);
+        assert_eq!(early_cut.window_tokens, 0);
+        let t = WindowTally::of(&w, [&straddler, &inside, &early_cut]);
+        assert_eq!((t.tokens, t.extrapolated), (21 * 8 + 20 * 8, (0, 0)));
         // without finished requests there is no ratio: the cut request counts its chunks
         let t = WindowTally::of(&w, [&cut]);
         assert_eq!((t.tokens, t.extrapolated), (9, (0, 0)));
