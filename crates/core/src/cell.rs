@@ -369,7 +369,11 @@ pub async fn run_sustained_cell(
         &mut mon,
         &mut load,
         sampler.as_ref(),
-        Readiness::new(rules, t_after_scout),
+        Readiness::new(rules, t_after_scout).metrics_known_failing(
+            telemetry
+                .and_then(|t| t.failing_for(Instant::now()))
+                .is_some_and(|d| d >= STALE_SAMPLE),
+        ),
         (&label, job.ready_timeout, settings.stable_window),
         run_cancel,
     )

@@ -66,6 +66,8 @@ pub struct Telemetry {
     client: HttpClient,
     engine: Engine,
     disabled: Arc<Mutex<Disabled>>,
+    /// Since when every scrape has failed (`None` after a successful one), across cells.
+    failing_since: Arc<Mutex<Option<Instant>>>,
 }
 
 #[derive(Debug, Default)]
@@ -83,6 +85,26 @@ impl Telemetry {
             client,
             engine,
             disabled: Arc::new(Mutex::new(Disabled::default())),
+            failing_since: Arc::new(Mutex::new(None)),
+        }
+    }
+
+    /// How long every scrape has failed, at `now` (`None` when the last scrape succeeded or
+    /// none was tried; the whole run when the source is disabled). Shared by every cell of the
+    /// run, so a cell that starts after `/metrics` went away knows it at once (break-it round
+    /// 9: each later cell's readiness waited the 5 s staleness for a first sample).
+    pub fn failing_for(&self, now: Instant) -> Option<Duration> {
+        let since = (*self.failing_since.lock().ok()?)?;
+        Some(now.saturating_duration_since(since))
+    }
+
+    fn note_scrape(&self, ok: bool, at: Instant) {
+        if let Ok(mut f) = self.failing_since.lock() {
+            if ok {
+                *f = None;
+            } else {
+                f.get_or_insert(at);
+            }
         }
     }
 
@@ -120,12 +142,14 @@ impl Telemetry {
     /// when the source is disabled.
     pub async fn scrape(&self) -> Option<TimedScrape> {
         if self.disabled().is_some() {
+            self.note_scrape(false, Instant::now());
             return None;
         }
         let sent = Instant::now();
         let s = match scrape_metrics_typed(&self.client, SCRAPE_TIMEOUT).await {
             Ok(s) => s,
             Err(e) => {
+                self.note_scrape(false, sent);
                 if e.overrun {
                     if let Ok(mut d) = self.disabled.lock() {
                         d.reason.get_or_insert_with(|| {
@@ -140,6 +164,7 @@ impl Telemetry {
                 return None;
             }
         };
+        self.note_scrape(true, sent);
         Some(TimedScrape {
             sent,
             at: Instant::now(),
@@ -1028,9 +1053,19 @@ mod tests {
             .build()
             .unwrap();
         rt.block_on(async {
+            assert_eq!(t.failing_for(Instant::now()), None, "nothing tried yet");
             let first = t.scrape().await.expect("a sample");
             assert_eq!(t.sample_of(&first).running, Some(2.0));
+            assert_eq!(
+                t.failing_for(Instant::now()),
+                None,
+                "the last scrape succeeded"
+            );
             assert!(t.scrape().await.is_none(), "an empty page is no sample");
+            let failing = t
+                .failing_for(Instant::now())
+                .expect("failing since the empty page");
+            assert!(failing < Duration::from_secs(5), "{failing:?}");
             assert!(t.disabled().is_none(), "an empty page does not disable");
             assert!(t.scrape().await.is_none(), "the endless page overran");
             let w = t.take_disabled().expect("disabled");

@@ -86,6 +86,8 @@ pub struct Readiness {
     stable_since: Option<Instant>,
     last_sample_at: Option<Instant>,
     server: Option<ServerReadiness>,
+    /// Every scrape of the run had already failed for at least `stale` when the cell began.
+    metrics_failing: bool,
 }
 
 impl Readiness {
@@ -97,7 +99,17 @@ impl Readiness {
             stable_since: None,
             last_sample_at: None,
             server: None,
+            metrics_failing: false,
         }
+    }
+
+    /// The same machine told that every `/metrics` scrape of the run has failed for at least
+    /// `stale` already (`yes`; [`crate::telemetry::Telemetry::failing_for`]): without a sample
+    /// it falls back to the client's streams at once instead of waiting `stale` for a first
+    /// one; a sample that arrives later is judged as usual.
+    pub fn metrics_known_failing(mut self, yes: bool) -> Self {
+        self.metrics_failing = yes;
+        self
     }
 
     /// Folds the server's latest sample into the server state.
@@ -105,7 +117,10 @@ impl Readiness {
         if !self.rules.server_metrics {
             return;
         }
-        let since = o.now.saturating_duration_since(self.started);
+        let mut since = o.now.saturating_duration_since(self.started);
+        if self.metrics_failing {
+            since = since.max(self.rules.stale);
+        }
         match missing_evidence(o.latest, o.now, since, self.rules.stale) {
             None => {
                 let smp = o.latest.expect("a judged sample");
@@ -223,9 +238,14 @@ mod tests {
     type Tick = (f64, u64, u64, Smp);
 
     fn run(r: ReadinessRules, ticks: &[Tick]) -> Vec<Decision> {
+        run_known(r, false, ticks)
+    }
+
+    /// [`run`] with the machine told whether `/metrics` was already failing.
+    fn run_known(r: ReadinessRules, failing: bool, ticks: &[Tick]) -> Vec<Decision> {
         let t0 = Instant::now();
         let at = |s: f64| t0 + Duration::from_secs_f64(s);
-        let mut m = Readiness::new(r, t0);
+        let mut m = Readiness::new(r, t0).metrics_known_failing(failing);
         ticks
             .iter()
             .map(|&(t, producing, live, smp)| {
@@ -461,6 +481,42 @@ mod tests {
             warning.as_deref().unwrap().contains("no /metrics scrape"),
             "{warning:?}"
         );
+    }
+
+    /// A cell that starts after every scrape of the run has failed for the staleness limit
+    /// falls back to the client's streams at once (break-it round 9: each later cell waited 5 s
+    /// for a first sample), and a sample that comes after all is judged as usual.
+    #[test]
+    fn metrics_known_failing_fall_back_at_once_and_a_later_sample_counts() {
+        let d = run_known(
+            rules(true),
+            true,
+            &[(1.0, 4, 10, None), (3.9, 4, 40, None), (4.0, 4, 50, None)],
+        );
+        assert_eq!(&d[..2], &[waiting(true), waiting(true)]);
+        let Decision::Ready { warning, .. } = &d[2] else {
+            panic!("{:?}", d[2])
+        };
+        assert!(
+            warning.as_deref().unwrap().contains("no /metrics scrape"),
+            "{warning:?}"
+        );
+        // the same ticks without that knowledge are still waiting for a first scrape
+        let d = run(
+            rules(true),
+            &[(1.0, 4, 10, None), (3.9, 4, 40, None), (4.0, 4, 50, None)],
+        );
+        assert_eq!(d, [waiting(false), waiting(false), waiting(false)]);
+        // /metrics is back: its sample (2 of 4 running) holds readiness back
+        let d = run_known(
+            rules(true),
+            true,
+            &[
+                (1.0, 4, 10, None),
+                (2.0, 4, 20, Some((1.9, Some(2.0), 0.0))),
+            ],
+        );
+        assert_eq!(d, [waiting(true), waiting(false)]);
     }
 
     #[test]
