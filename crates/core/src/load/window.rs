@@ -371,7 +371,6 @@ mod tests {
         assert!(t.all_continuous());
         assert_eq!(t.aggregate_source().as_str(), "openai_continuous_usage");
 
-        let mut outs = outs;
         outs[2].record.continuous_usage = false;
         let t = WindowTally::of(&w, &outs);
         assert_eq!(
