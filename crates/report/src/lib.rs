@@ -286,7 +286,8 @@ fn header(out: &mut String, r: &Results) {
 
 /// The per-gap ITL matrix (every per-token gap of a cell, not per-request means): p99 in ms,
 /// then p99.9 / max and the peak 1 s output rate. Nothing when no ok cell has gaps.
-fn gap_matrix(out: &mut String, cells: &[CellResult], show: bool) {
+/// `layer`: what the cells are, before the title (`""` for the sustained matrix).
+fn gap_matrix(out: &mut String, cells: &[CellResult], show: bool, layer: &str) {
     if !cells
         .iter()
         .any(|c| c.status == CellStatus::Ok && c.itl_gaps.is_some())
@@ -295,7 +296,7 @@ fn gap_matrix(out: &mut String, cells: &[CellResult], show: bool) {
     }
     let _ = writeln!(
         out,
-        "Per-gap ITL p99 in ms (every token gap, chunk-aware; lines below: p99.9 / max in ms, peak tok/s over 1 s)"
+        "{layer}Per-gap ITL p99 in ms (every token gap, chunk-aware; lines below: p99.9 / max in ms, peak tok/s over 1 s)"
     );
     let ok = |c: &CellResult| c.status == CellStatus::Ok && (show || !c.capacity_limited);
     let tail = |c: &CellResult| match (&c.itl_gaps, ok(c)) {
@@ -482,7 +483,7 @@ fn text_decode(out: &mut String, cx: &TextCtx<'_>) {
         &[],
     );
     out.push('\n');
-    gap_matrix(out, &r.results, show);
+    gap_matrix(out, &r.results, show, "");
     text_server_check(out, cx);
     let sources = cells::ok_sources(&r.results);
     if !sources.is_empty() {
@@ -618,6 +619,10 @@ fn text_burst(out: &mut String, cx: &TextCtx<'_>) {
         },
         &cx.details(),
     );
+    if cx.burst.iter().any(|c| c.itl_gaps.is_some()) {
+        out.push('\n');
+        gap_matrix(out, cx.burst, show, "Burst / E2E: ");
+    }
 }
 
 /// `[burst] ` for a Burst / E2E cell, nothing for a sustained one.

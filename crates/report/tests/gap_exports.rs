@@ -76,6 +76,40 @@ fn text_report_shows_the_gap_tail() {
     assert!(!plain.contains("Per-gap ITL"));
 }
 
+/// Burst / E2E cells with gaps get their own per-gap matrix after the Burst / E2E matrix
+/// (issue 19 leftover: only the sustained matrix had one).
+#[test]
+fn text_report_shows_the_burst_gap_tail() {
+    let mut r = common::full();
+    assert!(!r.burst_results.is_empty());
+    let b = r
+        .burst_results
+        .iter_mut()
+        .find(|c| c.status == CellStatus::Ok)
+        .expect("an ok burst cell");
+    b.itl_gaps = Some(ItlGaps {
+        gaps: 500,
+        mean: 0.02,
+        p50: 0.02,
+        p90: 0.021,
+        p99: 0.0225,
+        p99_9: 0.125,
+        max: 0.175,
+        histogram: vec![],
+    });
+    let text = render_text(&r, &ReportOptions::default());
+    let at = text
+        .find("Burst / E2E: Per-gap ITL p99")
+        .unwrap_or_else(|| panic!("{text}"));
+    assert!(text[at..].contains("125/175"), "p99.9 / max in ms: {text}");
+    assert!(
+        text.find("Burst / E2E tok/s").unwrap() < at,
+        "after the Burst / E2E matrix"
+    );
+    // the sustained cells have no gaps here: no sustained per-gap matrix
+    assert_eq!(text.matches("Per-gap ITL p99").count(), 1, "{text}");
+}
+
 /// New-user check of issue 19: the HTML report had no per-gap ITL at all. It now has a
 /// table (p50 … max, peak tok/s) with the gap histogram as bars; files without gaps have none.
 #[test]
