@@ -378,6 +378,8 @@ mod tests {
             "openai_stream_chunks_fallback"
         );
         assert_eq!(WindowTally::default().aggregate_source().as_str(), "none");
+        // no multi-event request: nothing shows usage came on every chunk
+        assert!(!WindowTally::default().all_continuous());
     }
 
     #[test]
