@@ -45,6 +45,14 @@ pub fn cmd_publish(a: PublishArgs) -> anyhow::Result<ExitCode> {
     let bytes = text.as_bytes();
     let raw: serde_json::Value = serde_json::from_str(&text)
         .with_context(|| format!("{} is not JSON", crate::shown(&a.results)))?;
+    if !(raw.get("metadata").is_some_and(|m| m.is_object())
+        && raw.get("results").is_some_and(|r| r.is_array()))
+    {
+        anyhow::bail!(
+            "{} is not a servebench results file: no `metadata` object and `results` list (a registry record goes in with `servebench registry import`)",
+            crate::shown(&a.results)
+        );
+    }
     let found = crate::problems(&raw, false)?;
     if !found.is_empty() {
         let shown = crate::shown(&a.results);

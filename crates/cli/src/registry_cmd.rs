@@ -7,7 +7,7 @@ use std::process::ExitCode;
 
 use anyhow::Context as _;
 use clap::{Args, Subcommand};
-use servebench_registry::{import, trust, validate, Registry};
+use servebench_registry::{import, trust, validate, Collection, Registry};
 
 /// `servebench registry …`.
 #[derive(Debug, Args)]
@@ -157,6 +157,16 @@ pub fn cmd_registry(a: RegistryArgs) -> anyhow::Result<ExitCode> {
                 );
             }
             let skipped = reg.problems.len();
+            // A recipe file (or the whole recipe directory) that did not load was not judged:
+            // the exit says so (break-it round 10: `trust --check` passed with `recipe/` a link
+            // out of the registry and nothing examined).
+            let recipe_dirs: Vec<&str> = std::iter::once(Collection::Recipe.dir_name())
+                .chain(Collection::Recipe.legacy_dir_names().iter().copied())
+                .collect();
+            let recipes_skipped = reg.problems.iter().any(|p| {
+                let top = p.path.split(['/', '#']).next().unwrap_or("");
+                recipe_dirs.contains(&top)
+            });
             let (changes, refused) = if check {
                 (trust::status_changes(&reg), Vec::new())
             } else {
@@ -199,11 +209,19 @@ pub fn cmd_registry(a: RegistryArgs) -> anyhow::Result<ExitCode> {
                     }
                 );
             }
-            Ok(if (check && !changes.is_empty()) || !refused.is_empty() {
-                ExitCode::FAILURE
-            } else {
-                ExitCode::SUCCESS
-            })
+            if recipes_skipped {
+                eprintln!(
+                    "{}: error: recipe files were skipped (listed above); their statuses were not judged",
+                    crate::shown(&dir)
+                );
+            }
+            Ok(
+                if (check && !changes.is_empty()) || !refused.is_empty() || recipes_skipped {
+                    ExitCode::FAILURE
+                } else {
+                    ExitCode::SUCCESS
+                },
+            )
         }
     }
 }

@@ -367,3 +367,44 @@ fn validate_and_the_server_loader_survive_bad_files() {
         assert!(err.contains(&format!("{f} skipped")), "{f}: {err}");
     }
 }
+
+/// Break-it round 10: `registry trust --check` passed when the recipe directory did not load
+/// (a link out of the registry: nothing was judged); a write into a registry whose collection
+/// place is taken by a plain file said only "File exists".
+#[cfg(unix)]
+#[test]
+fn trust_fails_when_recipes_were_skipped_and_a_file_in_a_collections_place_is_named() {
+    let dir = tempfile::tempdir().unwrap();
+    let d = dir.path();
+    assert!(sb(&["registry", "import", &seed(), "--registry", "reg"], d)
+        .status
+        .success());
+    assert!(sb(&["registry", "trust", "reg", "--check"], d)
+        .status
+        .success());
+    let outside = d.join("outside-recipes");
+    std::fs::rename(d.join("reg/recipe"), &outside).unwrap();
+    std::os::unix::fs::symlink(&outside, d.join("reg/recipe")).unwrap();
+    for args in [
+        &["registry", "trust", "reg", "--check"][..],
+        &["registry", "trust", "reg"][..],
+    ] {
+        let out = sb(args, d);
+        assert_eq!(out.status.code(), Some(1), "{args:?}");
+        assert!(
+            String::from_utf8_lossy(&out.stderr).contains("were not judged"),
+            "{args:?}"
+        );
+    }
+    // A plain file where `hardware/` belongs: the import names it.
+    let reg2 = d.join("reg2");
+    std::fs::create_dir_all(&reg2).unwrap();
+    std::fs::write(reg2.join("hardware"), "x").unwrap();
+    let out = sb(&["registry", "import", &seed(), "--registry", "reg2"], d);
+    assert_eq!(out.status.code(), Some(1));
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(
+        err.contains("not a directory") || err.contains("takes this collection's place"),
+        "{err}"
+    );
+}

@@ -539,6 +539,33 @@ fn redact_word_rules(a: &str) -> (String, bool) {
             return (format!("{f}{REDACTED}"), false);
         }
     }
+    // `-pX` (MySQL's password form) and `-p=X`, unless X is a port; `-pp 2` (a flag) stays.
+    if let Some(f) = PORT_OR_SECRET_SHORT_FLAGS
+        .iter()
+        .find(|f| a.starts_with(**f) && a.len() > f.len())
+    {
+        let v = a[f.len()..].strip_prefix('=').unwrap_or(&a[f.len()..]);
+        let sep = if a[f.len()..].starts_with('=') {
+            "="
+        } else {
+            ""
+        };
+        if !a.starts_with("--") && !is_flag(a) && !port_like(v) {
+            return (format!("{f}{sep}{}", redacted_value(v)), false);
+        }
+    }
+    // `A=1;AccountKey=X;B=2` (a connection string): each item by the same rules
+    if a.contains(';')
+        && a.contains('=')
+        && !a.contains(char::is_whitespace)
+        && !a.contains(['{', '['])
+    {
+        let items: Vec<String> = a.split(';').map(|i| redact_word(i).0).collect();
+        let joined = items.join(";");
+        if joined != a {
+            return (joined, false);
+        }
+    }
     if let Some(j) = redact_json_text(a) {
         return (j, false);
     }
@@ -965,6 +992,22 @@ mod tests {
             redact_text("mysql -p CANARY6 -h db && docker run -p 8080:80 x --github-pat CANARY7");
         assert!(!text.contains("CANARY"), "{text}");
         assert!(text.contains("-p 8080:80"), "{text}");
+        // round 10: glued `-pX`, `-p=X`, and a connection string's AccountKey
+        let out = redact_args(&s(&[
+            "proxy",
+            "-pCANARY8",
+            "-p=CANARY9",
+            "-p=8000",
+            "-p8000",
+            "--connection-string",
+            "DefaultEndpointsProtocol=https;AccountName=a;AccountKey=CANARY10;EndpointSuffix=core.windows.net",
+        ]));
+        assert!(!out.join(" ").contains("CANARY"), "{out:?}");
+        assert_eq!((out[3].as_str(), out[4].as_str()), ("-p=8000", "-p8000"));
+        assert!(
+            out[6].contains("AccountName=a;AccountKey=<redacted>;"),
+            "{out:?}"
+        );
         for n in ["--path", "PATH", "--sasl-mechanism", "--patience"] {
             assert!(!is_secret_name(n), "{n}");
         }

@@ -71,14 +71,21 @@ pub mod bounds {
 /// Row fields that are latencies, by prefix, and their unit in ms (the row builders of
 /// `publish` and the seed's rows: `ttft_ms_p90`, `itl_ms_p50`, `tpot_ms_p50`, `e2e_s_p99`,
 /// `request_latency_s_p50`, ...).
-const LATENCY_FIELDS: [(&str, f64); 7] = [
+const LATENCY_FIELDS: [(&str, f64); 14] = [
     ("ttft_ms_", 1.0),
     ("ttft_from_intended_ms_", 1.0),
     ("itl_ms_", 1.0),
     ("tpot_ms_", 1.0),
     ("e2e_ms_", 1.0),
+    ("latency_ms_", 1.0),
+    ("request_latency_ms_", 1.0),
+    ("ttft_s_", 1000.0),
+    ("itl_s_", 1000.0),
+    ("tpot_s_", 1000.0),
     ("e2e_s_", 1000.0),
+    ("latency_s_", 1000.0),
     ("request_latency_s_", 1000.0),
+    ("ttst_ms_", 1.0),
 ];
 
 /// The percentile suffixes whose order is checked (`p50` ≤ `p90` ≤ `p95` ≤ `p99`).
@@ -772,7 +779,12 @@ pub fn implausible(row: &Value, vram_cap_gb: Option<f64>) -> Vec<(String, String
             let Some((_, unit)) = LATENCY_FIELDS.iter().find(|(p, _)| k.starts_with(p)) else {
                 continue;
             };
-            let Some(x) = x.as_f64() else { continue };
+            let Some(x) = x.as_f64() else {
+                if !x.is_null() {
+                    bad(k, format!("{k} {x} is not a number (a latency)"));
+                }
+                continue;
+            };
             if x < 0.0 {
                 bad(k, format!("{k} {x} is negative (a latency)"));
             } else if x * unit > bounds::MAX_LATENCY_MS && k != "ttft_ms_p50" {

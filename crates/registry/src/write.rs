@@ -270,6 +270,17 @@ fn open_col(
                 path: dir.to_path_buf(),
                 root: root.to_path_buf(),
             }
+        } else if matches!(
+            e.kind(),
+            std::io::ErrorKind::AlreadyExists | std::io::ErrorKind::NotADirectory
+        ) {
+            WriteError::Io {
+                path: dir.to_path_buf(),
+                source: std::io::Error::new(
+                    e.kind(),
+                    "something that is not a directory takes this collection's place (`servebench registry validate` reports it)",
+                ),
+            }
         } else {
             WriteError::Io {
                 path: dir.to_path_buf(),

@@ -159,6 +159,22 @@ fn plausibility_bounds_at_both_sides() {
             json!({"tpot_ms_p50": 5.0, "tpot_ms_p99": 5.0}),
             none.clone(),
         ),
+        // round 10: seconds and other spellings, and a number written as text
+        (json!({"ttft_s_p99": 1e300}), one("ttft_s_p99")),
+        (json!({"tpot_s_p99": 86_400.5}), one("tpot_s_p99")),
+        (json!({"latency_s_p99": 1e300}), one("latency_s_p99")),
+        (
+            json!({"request_latency_ms_p99": -1.0}),
+            one("request_latency_ms_p99"),
+        ),
+        (
+            json!({"ttft_ms_p50": 10.0, "ttft_ms_p99": "1e300"}),
+            one("ttft_ms_p99"),
+        ),
+        (
+            json!({"ttft_ms_p50": 10.0, "ttft_ms_p99": null}),
+            none.clone(),
+        ),
         (
             json!({"ttft_ms_p50": 10.0, "ttft_ms_p90": 30.0, "ttft_ms_p99": 20.0}),
             one("ttft_ms_p99"),

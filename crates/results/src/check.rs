@@ -127,10 +127,12 @@ pub const FRACTION_SUFFIXES: [&str; 5] = [
 pub const MAX_LATENCY_S: f64 = 86_400.0;
 
 /// Key prefixes whose numbers are one request's latency in seconds (keys ending `_ms` are ms).
-const LATENCY_PREFIXES: [&str; 9] = [
+const LATENCY_PREFIXES: [&str; 11] = [
     "ttft",
     "client_ttft",
     "ttst",
+    "time_to_",
+    "latency",
     "request_latency",
     "inter_token_latency",
     "chunk_inter_token_latency",
@@ -544,7 +546,8 @@ mod more_tests {
                 "ttft_p50": 0.05, "ttft_p99": 1e300, "request_latency_p50": 86400.0,
                 "inter_token_latency_avg": 86400.001, "client_max_tick_lag_ms": 9e9,
                 "ttft_ms_p99": 86_400_001.0, "e2e_output_tps_per_user_p50": 1e12,
-                "energy_joules": -5.0
+                "energy_joules": -5.0, "time_to_second_token_p99": 1e300,
+                "request_samples": [{"latency": 1e300}]
             }]
         });
         let found: Vec<String> = impossible_values(&v)
@@ -557,6 +560,8 @@ mod more_tests {
             "/results/0/inter_token_latency_avg",
             "/results/0/ttft_ms_p99",
             "/results/0/energy_joules",
+            "/results/0/time_to_second_token_p99",
+            "/results/0/request_samples/0/latency",
         ] {
             assert!(
                 found.contains(&at.to_string()),
