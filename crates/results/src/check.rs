@@ -23,6 +23,9 @@
 //!   `prefill::check_prompt_tokens`), a row that is not ok with a tok/s.
 //! * **A run state that contradicts `run_complete`**: `run_state` `complete` with `run_complete`
 //!   false, or `running` / `interrupted` with `run_complete` true.
+//! * **Hardware that cannot be**: GPU utilisation above 100 % (`*gpu*util*_pct`), more VRAM used than
+//!   the devices have (`vram_used_max_mb` over `vram_total_mb` + 5 %), negative power or
+//!   memory.
 //! * **Latencies beyond a day** ([`MAX_LATENCY_S`]): a TTFT / TTST / ITL / TPOT / E2E /
 //!   request latency (s, or ms for keys ending `_ms`) over a day.
 //! * **Timestamps that do not parse**: `metadata.started_at` (and any other string
@@ -107,6 +110,10 @@ fn must_be_non_negative(key: &str) -> bool {
         || key.ends_with("_count")
         || key.starts_with("server_kv_usage")
         || key.starts_with("energy")
+        || key.starts_with("power_")
+        || key.starts_with("vram_")
+        || key.starts_with("gpu_util")
+        || key.starts_with("mem_util")
         || key == "effective_concurrency"
         || key == "server_samples"
 }
@@ -346,6 +353,32 @@ fn walk(v: &Value, at: &str, out: &mut Vec<ImpossibleValue>) {
                     }
                 }
             }
+            // A GPU's utilisation is a percentage of the device: at most 100.
+            for (k, x) in m {
+                if let Some(n) = x.as_f64().filter(|n| *n > 100.0 + 1e-9) {
+                    // (a CPU's share may pass 100 %: one core per 100)
+                    if k.contains("gpu") && k.contains("util") && k.ends_with("_pct") {
+                        out.push(ImpossibleValue {
+                            pointer: format!("{at}/{}", escape(k)),
+                            message: format!("{n} % is above 100 % (a utilisation)"),
+                        });
+                    }
+                }
+            }
+            // A device cannot use more memory than it has (5 % slack for MiB vs MB rounding).
+            if let (Some(used), Some(total)) = (
+                m.get("vram_used_max_mb").and_then(Value::as_f64),
+                m.get("vram_total_mb").and_then(Value::as_f64),
+            ) {
+                if total > 0.0 && used > total * 1.05 {
+                    out.push(ImpossibleValue {
+                        pointer: format!("{at}/vram_used_max_mb"),
+                        message: format!(
+                            "{used} MiB used is above the {total} MiB the devices have"
+                        ),
+                    });
+                }
+            }
             for base in m.keys().filter_map(|k| k.strip_suffix("_p50")) {
                 let pct: Vec<(&str, f64)> = ["p50", "p90", "p95", "p99"]
                     .into_iter()
@@ -547,7 +580,9 @@ mod more_tests {
                 "inter_token_latency_avg": 86400.001, "client_max_tick_lag_ms": 9e9,
                 "ttft_ms_p99": 86_400_001.0, "e2e_output_tps_per_user_p50": 1e12,
                 "energy_joules": -5.0, "time_to_second_token_p99": 1e300,
-                "request_samples": [{"latency": 1e300}]
+                "request_samples": [{"latency": 1e300}],
+                "hardware_summary": {"vram_used_max_mb": 1e9, "vram_total_mb": 8000.0,
+                    "power_total_avg_w": -3.0, "gpu_util_avg_pct": 1e300, "gpu_util_max_pct": 100.0}
             }]
         });
         let found: Vec<String> = impossible_values(&v)
@@ -562,6 +597,9 @@ mod more_tests {
             "/results/0/energy_joules",
             "/results/0/time_to_second_token_p99",
             "/results/0/request_samples/0/latency",
+            "/results/0/hardware_summary/vram_used_max_mb",
+            "/results/0/hardware_summary/power_total_avg_w",
+            "/results/0/hardware_summary/gpu_util_avg_pct",
         ] {
             assert!(
                 found.contains(&at.to_string()),
@@ -573,6 +611,7 @@ mod more_tests {
             "/results/0/request_latency_p50",
             "/results/0/client_max_tick_lag_ms",
             "/results/0/e2e_output_tps_per_user_p50",
+            "/results/0/hardware_summary/gpu_util_max_pct",
         ] {
             assert!(!found.contains(&fine.to_string()), "{fine} in {found:?}");
         }
