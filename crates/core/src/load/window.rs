@@ -477,6 +477,62 @@ mod tests {
         }
     }
 
+    /// The cell's tokens per chunk come only from finished requests whose usage came at the
+    /// end alone (each condition of `fallback_tokens_per_chunk` on its own), never from a
+    /// request with no timed token; only a request the load cut (not one that failed) is
+    /// extrapolated (core-window survivors).
+    #[test]
+    fn the_fallback_ratio_uses_only_finished_end_usage_requests() {
+        let t0 = Instant::now();
+        let finished = |output: u64, untimed: u64| {
+            let mut o = outcome(t0, (1.0, 2.0), 0, output - untimed, false);
+            o.record.output_tokens = output;
+            o.record.untimed_tokens = untimed;
+            o.record.usage_completion_tokens = Some(output);
+            o.record.completed = true;
+            o.record.cancelled = false;
+            o.record.usage_token_events = 0;
+            o
+        };
+        let base = finished(80, 70); // 10 chunks carried 80 tokens
+        assert!(base.record.completed && base.record.usage_token_events == 0);
+        assert_eq!(fallback_tokens_per_chunk(&[&base]), Some(8.0));
+        type Edit = fn(&mut StreamOutcome);
+        let excluded: [(&str, Edit); 4] = [
+            ("not finished", |o| o.record.completed = false),
+            ("usage on its chunks", |o| o.record.usage_token_events = 5),
+            ("recounted", |o| o.record.nonmonotonic_usage = true),
+            ("no usage", |o| o.record.usage_completion_tokens = None),
+        ];
+        for (what, edit) in excluded {
+            let mut other = finished(1000, 0);
+            edit(&mut other);
+            assert_eq!(
+                fallback_tokens_per_chunk(&[&base, &other]),
+                Some(8.0),
+                "{what}"
+            );
+        }
+        // no timed token at all: no ratio (not infinity)
+        assert_eq!(fallback_tokens_per_chunk(&[&finished(50, 50)]), None);
+        // one token per chunk: no ratio above 1
+        assert_eq!(fallback_tokens_per_chunk(&[&finished(50, 0)]), None);
+
+        // a request that failed (neither finished nor cut) is not extrapolated
+        let w = Window {
+            start: at(t0, 10.0),
+            end: at(t0, 20.0),
+        };
+        let inside = fallback_request(t0, 14.0, 20, 0.2, 8, None, &w);
+        let mut failed = fallback_request(t0, 18.1, 40, 0.2, 8, Some(20.05), &w);
+        failed.record.cancelled = false;
+        let t = WindowTally::of(&w, [&inside, &failed]);
+        assert_eq!((t.tokens, t.extrapolated), (20 * 8 + 9, (0, 0)));
+        assert!(cut_without_usage(
+            &fallback_request(t0, 18.1, 40, 0.2, 8, Some(20.05), &w).record
+        ));
+    }
+
     #[test]
     fn final_usage_is_spread_over_the_chunks_and_cut_requests_take_the_cells_ratio() {
         // 8 tokens per chunk, usage only at the end (break-it round 7, bigtext_fb): one request
