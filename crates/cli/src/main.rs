@@ -577,14 +577,27 @@ pub(crate) fn problems(value: &serde_json::Value, task: bool) -> anyhow::Result<
     })
 }
 
+/// The keys of the JSON `text` that appear twice in one object, as impossible values (a file
+/// that says two things: readers disagree on which counts).
+pub(crate) fn duplicated(text: &str) -> Vec<servebench_results::check::ImpossibleValue> {
+    servebench_results::check::duplicate_keys(text)
+        .into_iter()
+        .map(|pointer| servebench_results::check::ImpossibleValue {
+            pointer,
+            message: "this key appears more than once in its object (readers disagree on which one counts)".into(),
+        })
+        .collect()
+}
+
 fn cmd_validate(a: args::FileArgs) -> anyhow::Result<ExitCode> {
     let (value, kind) = read_results(&a.file)?;
     let Problems {
         schema: errors,
-        impossible,
+        mut impossible,
         what,
         version,
     } = problems(&value, matches!(kind, AnyResults::Task(_)))?;
+    impossible.extend(duplicated(&read_input_file(&a.file)?));
     if errors.is_empty() && impossible.is_empty() {
         println!("{}: valid ({what} schema {version})", crate::shown(&a.file));
         return Ok(ExitCode::SUCCESS);
@@ -607,7 +620,7 @@ fn cmd_validate(a: args::FileArgs) -> anyhow::Result<ExitCode> {
         let n = impossible.len();
         let plural = if n == 1 { "" } else { "s" };
         eprintln!(
-            "error: {} has {n} impossible value{plural} (negative latency or rate, percentiles out of order, or a timestamp that does not parse)",
+            "error: {} has {n} impossible value{plural} (negative latency or rate, percentiles out of order, a timestamp that does not parse, or a key given twice)",
             crate::shown(&a.file)
         );
     }

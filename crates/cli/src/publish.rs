@@ -53,7 +53,8 @@ pub fn cmd_publish(a: PublishArgs) -> anyhow::Result<ExitCode> {
             crate::shown(&a.results)
         );
     }
-    let found = crate::problems(&raw, false)?;
+    let mut found = crate::problems(&raw, false)?;
+    found.impossible.extend(crate::duplicated(&text));
     if !found.is_empty() {
         let shown = crate::shown(&a.results);
         for e in found.schema.iter().take(10) {

@@ -250,6 +250,26 @@ fn publish_refuses_impossible_results_and_paths_out_before_writing() {
         );
         assert!(files(&d.join("reg")).is_empty(), "{name}");
     }
+    // A key given twice (break-it round 9: `-100` then `100` validated and published).
+    let text = std::fs::read_to_string(d.join("run.json")).unwrap();
+    let twice = text.replacen('{', r#"{"run_complete": false, "#, 1);
+    std::fs::write(d.join("twice.json"), twice).unwrap();
+    let val = sb(&["validate", "twice.json"], d);
+    assert_eq!(val.status.code(), Some(1));
+    assert!(String::from_utf8_lossy(&val.stderr).contains("more than once"));
+    let out = sb(
+        &[
+            "publish",
+            "twice.json",
+            "--registry",
+            "reg",
+            "--recipe",
+            "r1",
+        ],
+        d,
+    );
+    assert_eq!(out.status.code(), Some(1));
+    assert!(files(&d.join("reg")).is_empty());
     // A device or a FIFO is refused at once, never read (break-it round 9: `publish /dev/zero`
     // read until memory ran out).
     let fifo = d.join("fifo.json");

@@ -163,6 +163,11 @@ pub fn stage_text(
 ) -> Result<ImportOutcome, ImportError> {
     let v: Value = serde_json::from_str(text)
         .map_err(|e| ImportError::Bad(format!("{origin}: not JSON ({e})")))?;
+    if let Some(at) = servebench_results::check::duplicate_keys(text).first() {
+        return Err(ImportError::Bad(format!(
+            "{origin}: the key at {at} appears more than once in its object (readers disagree on which one counts); nothing was written"
+        )));
+    }
     let sha = crate::publish::sha256_hex(text.as_bytes());
     let src = DraftSource {
         kind: "registry-import".into(),

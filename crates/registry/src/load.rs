@@ -389,6 +389,13 @@ fn read_file(c: Collection, dir: &str, name: &str, from: (&Dir, &Path), opts: Lo
             "a record is a JSON object",
         ));
     }
+    if let Some(at) = servebench_results::check::duplicate_keys(&text).first() {
+        return Read::Problem(Problem::new(
+            &rel,
+            "duplicate-key",
+            format!("the key at {at} appears more than once in its object (readers disagree on which one counts); not read"),
+        ));
+    }
     match raw.get("id").and_then(Value::as_str) {
         Some(id) if id == stem => {}
         Some(id) => {

@@ -182,6 +182,12 @@ fn bad_files_and_links_out_are_problems_not_failures() {
     // A collection's place taken by a plain file, and a record file over the size cap (sparse:
     // it costs no disk; it is refused from its size, never read).
     std::fs::write(root.join("speed-sweep"), "not a directory").unwrap();
+    // A key given twice: readers disagree on which one counts.
+    std::fs::write(
+        root.join("recipe/twice.json"),
+        r#"{"id": "../../outside/x", "id": "twice"}"#,
+    )
+    .unwrap();
     let huge = std::fs::File::create(root.join("model/huge.json")).unwrap();
     huge.set_len(servebench_registry::load::MAX_RECORD_BYTES + 1)
         .unwrap();
@@ -213,6 +219,7 @@ fn bad_files_and_links_out_are_problems_not_failures() {
         ("hardware", "symlink-outside"),
         ("speed-sweep", "not-a-directory"),
         ("model/huge.json", "too-large"),
+        ("recipe/twice.json", "duplicate-key"),
     ] {
         assert!(
             got.contains(&(path.to_string(), rule.to_string())),

@@ -23,6 +23,8 @@
 //!   `prefill::check_prompt_tokens`), a row that is not ok with a tok/s.
 //! * **A run state that contradicts `run_complete`**: `run_state` `complete` with `run_complete`
 //!   false, or `running` / `interrupted` with `run_complete` true.
+//! * **Keys given twice** in one object ([`duplicate_keys`], checked on the file's text by
+//!   `servebench validate` and `publish`).
 //! * **Hardware that cannot be**: GPU utilisation above 100 % (`*gpu*util*_pct`), more VRAM used than
 //!   the devices have (`vram_used_max_mb` over `vram_total_mb` + 5 %), negative power or
 //!   memory.
@@ -272,6 +274,93 @@ fn check_prefill_row(row: &Value, ctx: &str, at: &str, out: &mut Vec<ImpossibleV
             message: format!("a prefill row with status {status} and a tok/s"),
         });
     }
+}
+
+/// JSON pointers of the object keys that appear more than once in one object of the JSON
+/// `text`, in document order (each repeat once per extra occurrence). JSON parsers disagree on
+/// which one counts (serde_json and Python take the last), so a file with one says two things
+/// (break-it round 9: `"aggregate_tps": -100, "aggregate_tps": 100` validated). Text that is
+/// not JSON, or nested beyond the parser's depth limit, gives what was found before the error.
+pub fn duplicate_keys(text: &str) -> Vec<String> {
+    use serde::de::{DeserializeSeed, MapAccess, SeqAccess, Visitor};
+
+    struct Walk<'a> {
+        at: String,
+        out: &'a mut Vec<String>,
+    }
+
+    impl<'de> DeserializeSeed<'de> for Walk<'_> {
+        type Value = ();
+        fn deserialize<D: serde::Deserializer<'de>>(self, d: D) -> Result<(), D::Error> {
+            d.deserialize_any(self)
+        }
+    }
+
+    impl<'de> Visitor<'de> for Walk<'_> {
+        type Value = ();
+        fn expecting(&self, f: &mut fmt::Formatter) -> fmt::Result {
+            f.write_str("any JSON value")
+        }
+        fn visit_bool<E>(self, _: bool) -> Result<(), E> {
+            Ok(())
+        }
+        fn visit_i64<E>(self, _: i64) -> Result<(), E> {
+            Ok(())
+        }
+        fn visit_u64<E>(self, _: u64) -> Result<(), E> {
+            Ok(())
+        }
+        fn visit_f64<E>(self, _: f64) -> Result<(), E> {
+            Ok(())
+        }
+        fn visit_str<E>(self, _: &str) -> Result<(), E> {
+            Ok(())
+        }
+        fn visit_unit<E>(self) -> Result<(), E> {
+            Ok(())
+        }
+        fn visit_none<E>(self) -> Result<(), E> {
+            Ok(())
+        }
+        fn visit_seq<A: SeqAccess<'de>>(self, mut seq: A) -> Result<(), A::Error> {
+            let Walk { at, out } = self;
+            let mut i = 0usize;
+            loop {
+                let next = Walk {
+                    at: format!("{at}/{i}"),
+                    out: &mut *out,
+                };
+                if seq.next_element_seed(next)?.is_none() {
+                    return Ok(());
+                }
+                i += 1;
+            }
+        }
+        fn visit_map<A: MapAccess<'de>>(self, mut map: A) -> Result<(), A::Error> {
+            let Walk { at, out } = self;
+            let mut seen = std::collections::HashSet::new();
+            while let Some(k) = map.next_key::<String>()? {
+                let p = format!("{at}/{}", escape(&k));
+                if !seen.insert(k) {
+                    out.push(p.clone());
+                }
+                map.next_value_seed(Walk {
+                    at: p,
+                    out: &mut *out,
+                })?;
+            }
+            Ok(())
+        }
+    }
+
+    let mut out = Vec::new();
+    let mut de = serde_json::Deserializer::from_str(text);
+    let _ = Walk {
+        at: String::new(),
+        out: &mut out,
+    }
+    .deserialize(&mut de);
+    out
 }
 
 /// Every impossible value in `v` (a results JSON), in document order (rules in the module docs).
@@ -615,5 +704,22 @@ mod more_tests {
         ] {
             assert!(!found.contains(&fine.to_string()), "{fine} in {found:?}");
         }
+    }
+}
+
+#[cfg(test)]
+mod duplicate_key_tests {
+    use super::duplicate_keys;
+
+    #[test]
+    fn repeated_keys_are_found_at_any_depth_and_nothing_else_is() {
+        let text = r#"{"a": 1, "r": [{"t": -100, "t": 100, "x": {"k": 1}}, {"t": 1}], "a": 2, "a/b": 0, "a/b": 1}"#;
+        assert_eq!(duplicate_keys(text), ["/r/0/t", "/a", "/a~1b"]);
+        assert!(duplicate_keys(r#"{"a": {"a": 1}, "b": [1, 2, {"a": 3}]}"#).is_empty());
+        assert!(duplicate_keys("not json").is_empty());
+        assert!(
+            duplicate_keys(&"[".repeat(100_000)).is_empty(),
+            "deep nesting: no panic"
+        );
     }
 }
