@@ -391,10 +391,11 @@ fn read_file(c: Collection, dir: &str, name: &str, from: (&Dir, &Path), opts: Lo
     }
     // (a second parse of the text: done where the file is judged, not by a read-only server
     // loading `raw`, which serves what `registry validate` reports)
-    let duplicate = opts
-        .canonical_check
-        .then(|| servebench_results::check::duplicate_keys(&text))
-        .unwrap_or_default();
+    let duplicate = if opts.canonical_check {
+        servebench_results::check::duplicate_keys(&text)
+    } else {
+        Vec::new()
+    };
     if let Some(at) = duplicate.first() {
         return Read::Problem(Problem::new(
             &rel,
