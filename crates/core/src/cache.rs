@@ -182,6 +182,14 @@ mod tests {
             ..RequestSample::default()
         }];
         assert_eq!(cache_state(&cell), Some(CacheState::Warm));
+        // the prompt is computed + cached tokens (400 + 300 = 700): 300 cached is above a
+        // quarter of it (core-thresholds survivor: 400 × 300 would make it cold)
+        cell.request_samples = vec![RequestSample {
+            timings_prompt_n: Some(400),
+            timings_cache_n: Some(300),
+            ..RequestSample::default()
+        }];
+        assert_eq!(cache_state(&cell), Some(CacheState::Warm));
         let mut c = CellResult::default();
         assert_eq!(cache_state(&c), None);
         c.request_samples = vec![sample(Some(1000), Some(900))];

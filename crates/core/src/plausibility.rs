@@ -844,6 +844,42 @@ mod tests {
         assert_eq!(cell.error_kind, Some(FailureKind::StreamStalls));
     }
 
+    /// The typical gap leaves out the long silences (core-thresholds survivors): tokens every
+    /// 150 ms with one 3 s silence give a typical gap of 150 ms (threshold 10 × = 1.5 s), so
+    /// the silence is a stall; a two-event request counts; the threshold of a non-finite gap
+    /// is the floor; a tally without stream time has no stalled fraction.
+    #[test]
+    fn the_typical_gap_leaves_out_long_silences() {
+        let t0 = Instant::now();
+        // events at 0.15, 0.30, 0.45, then 3.45 (a 3 s gap), then 3.60: span 3.45 s, 4 gaps
+        let gaps = [(ms(t0, 450), ms(t0, 3_450))];
+        let r = StallInput {
+            sent_at: t0,
+            end_at: ms(t0, 3_700),
+            token_events_span: Some((ms(t0, 150), ms(t0, 3_600))),
+            token_events: 5,
+            long_gaps: &gaps,
+        };
+        let st = analyze_stalls(&[r], (t0, ms(t0, 10_000)), Some(9.0));
+        assert!((st.threshold_s - 1.5).abs() < 1e-9, "{}", st.threshold_s);
+        assert_eq!(st.count, 1);
+        assert!((st.stalled_s - 3.0).abs() < 1e-6, "{}", st.stalled_s);
+        // two token events 400 ms apart are a typical gap of 400 ms: threshold 4 s, and the
+        // chunk ITL fallback (9 s, threshold 90 s) is not used
+        let two = StallInput {
+            sent_at: t0,
+            end_at: ms(t0, 500),
+            token_events_span: Some((ms(t0, 50), ms(t0, 450))),
+            token_events: 2,
+            long_gaps: &[],
+        };
+        let st = analyze_stalls(&[two], (t0, ms(t0, 10_000)), Some(9.0));
+        assert!((st.threshold_s - 4.0).abs() < 1e-9, "{}", st.threshold_s);
+        assert_eq!(stall_threshold_s(Some(f64::INFINITY)), 1.0);
+        assert_eq!(stall_threshold_s(Some(0.0)), 1.0);
+        assert_eq!(StallStats::default().fraction(), 0.0);
+    }
+
     #[test]
     fn slow_but_steady_is_no_stall() {
         // 1.5 s between tokens, always: typical gap falls back to the chunk ITL p50.
