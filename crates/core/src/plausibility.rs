@@ -860,10 +860,17 @@ mod tests {
             token_events: 5,
             long_gaps: &gaps,
         };
-        let st = analyze_stalls(&[r], (t0, ms(t0, 10_000)), Some(9.0));
+        let st = analyze_stalls(std::slice::from_ref(&r), (t0, ms(t0, 10_000)), Some(9.0));
         assert!((st.threshold_s - 1.5).abs() < 1e-9, "{}", st.threshold_s);
         assert_eq!(st.count, 1);
         assert!((st.stalled_s - 3.0).abs() < 1e-6, "{}", st.stalled_s);
+        // the same silence before the window opened is not this window's stall
+        let st = analyze_stalls(
+            std::slice::from_ref(&r),
+            (ms(t0, 3_450), ms(t0, 10_000)),
+            None,
+        );
+        assert_eq!((st.count, st.stalled_s), (0, 0.0));
         // two token events 400 ms apart are a typical gap of 400 ms: threshold 4 s, and the
         // chunk ITL fallback (9 s, threshold 90 s) is not used
         let two = StallInput {
