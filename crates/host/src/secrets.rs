@@ -512,6 +512,20 @@ fn redact_word(a: &str) -> (String, bool) {
 
 /// [`redact_word`] without the quoted-key rule.
 fn redact_word_rules(a: &str) -> (String, bool) {
+    // `—api-key X` / `–token X`: a flag typed with an em or en dash (docs pasted into a shell)
+    // is judged as `--api-key`, and written back with its own dash.
+    if let Some(dash) = ['\u{2014}', '\u{2013}', '\u{2212}']
+        .into_iter()
+        .find(|d| a.starts_with(*d))
+    {
+        let norm = format!("--{}", &a[dash.len_utf8()..]);
+        let (w, next) = redact_word_rules(&norm);
+        let w = match w.strip_prefix("--") {
+            Some(rest) => format!("{dash}{rest}"),
+            None => w,
+        };
+        return (w, next);
+    }
     if looks_like_token(a) {
         return (redacted_value(a), false);
     }
@@ -554,16 +568,20 @@ fn redact_word_rules(a: &str) -> (String, bool) {
             return (format!("{f}{sep}{}", redacted_value(v)), false);
         }
     }
-    // `A=1;AccountKey=X;B=2` (a connection string): each item by the same rules
-    if a.contains(';')
-        && a.contains('=')
-        && !a.contains(char::is_whitespace)
-        && !a.contains(['{', '['])
-    {
-        let items: Vec<String> = a.split(';').map(|i| redact_word(i).0).collect();
-        let joined = items.join(";");
-        if joined != a {
-            return (joined, false);
+    // `A=1;AccountKey=X;B=2` (a connection string), `user=a&password=X` (a form or query
+    // without its `?`): each item by the same rules
+    for sep in [';', '&'] {
+        if a.contains(sep)
+            && a.contains('=')
+            && !a.contains(char::is_whitespace)
+            && !a.contains(['{', '['])
+            && !a.contains("://")
+        {
+            let items: Vec<String> = a.split(sep).map(|i| redact_word(i).0).collect();
+            let joined = items.join(&sep.to_string());
+            if joined != a {
+                return (joined, false);
+            }
         }
     }
     if let Some(j) = redact_json_text(a) {
@@ -1008,6 +1026,22 @@ mod tests {
             out[6].contains("AccountName=a;AccountKey=<redacted>;"),
             "{out:?}"
         );
+        // round 11: `&` lists without a `?`, flags typed with an em or en dash
+        let out = redact_args(&s(&[
+            "proxy",
+            "--opts",
+            "user=a&password=CANARY11&token=CANARY12",
+            "\u{2014}api-key",
+            "CANARY13",
+            "\u{2013}token",
+            "CANARY14",
+            "\u{2014}hf-token=CANARY15",
+        ]));
+        assert!(!out.join(" ").contains("CANARY"), "{out:?}");
+        assert_eq!(out[2], "user=a&password=<redacted>&token=<redacted>");
+        assert_eq!(out[3], "\u{2014}api-key");
+        let text = redact_text("vllm serve m \u{2014}api-key CANARY16 --opts a=1&secret=CANARY17");
+        assert!(!text.contains("CANARY"), "{text}");
         for n in ["--path", "PATH", "--sasl-mechanism", "--patience"] {
             assert!(!is_secret_name(n), "{n}");
         }
