@@ -331,6 +331,31 @@ fn publish_refuses_impossible_results_and_paths_out_before_writing() {
         d,
     );
     assert!(out.status.success());
+    // A recipe file that exists but could not be read is not replaced by a fresh draft
+    // (break-it round 11: one read during a directory swap overwrote the real recipe).
+    std::fs::create_dir_all(d.join("reg3/recipe")).unwrap();
+    std::fs::write(d.join("reg3/recipe/r1.json"), "{ broken").unwrap();
+    let out = sb(
+        &[
+            "publish",
+            "run.json",
+            "--registry",
+            "reg3",
+            "--recipe",
+            "r1",
+        ],
+        d,
+    );
+    assert_eq!(out.status.code(), Some(1));
+    assert!(
+        String::from_utf8_lossy(&out.stderr).contains("was not read"),
+        "refused with the reason"
+    );
+    assert_eq!(
+        std::fs::read_to_string(d.join("reg3/recipe/r1.json")).unwrap(),
+        "{ broken"
+    );
+    assert!(!d.join("reg3/speed-sweep").exists() || files(&d.join("reg3/speed-sweep")).is_empty());
     // New files get the mode `File::create` gives (0644 under umask 022), not a temporary
     // file's 0600 (issue 17 break-it round: a web server or another user could not read them).
     use std::os::unix::fs::PermissionsExt;

@@ -469,6 +469,9 @@ pub struct Registry {
     /// Problems found while loading (rules `invalid-json`, `id-matches-file`, `duplicate-id`,
     /// `not-an-object`).
     pub problems: Vec<Problem>,
+    /// The records read from disk by the load (a write may replace only these files: a file
+    /// that exists but was not read is refused, see [`crate::write::commit`]).
+    loaded: std::collections::BTreeSet<(Collection, String)>,
 }
 
 impl Registry {
@@ -640,6 +643,7 @@ impl Registry {
                         continue;
                     }
                     let rec = *rec;
+                    reg.loaded.insert((rec.collection, rec.id.clone()));
                     reg.records
                         .entry(rec.collection)
                         .or_default()
@@ -648,6 +652,11 @@ impl Registry {
             }
         }
         Ok(reg)
+    }
+
+    /// Whether record `id` of `c` was read from disk by the load that made this registry.
+    pub fn was_loaded(&self, c: Collection, id: &str) -> bool {
+        self.loaded.contains(&(c, id.to_string()))
     }
 
     /// Every record, in [`Registry::all`] order, by value (the registry is consumed).

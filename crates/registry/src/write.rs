@@ -139,7 +139,7 @@ pub fn commit(
     removals: &[String],
 ) -> Result<Vec<PathBuf>, WriteError> {
     let guard = RootGuard::new(&reg.root);
-    let mut targets: Vec<(PathBuf, String)> = Vec::new();
+    let mut targets: Vec<(PathBuf, String, bool)> = Vec::new();
     let mut touched = BTreeSet::new();
     for (c, id) in writes {
         let path = safe_path(&reg.root, *c, id)?;
@@ -152,7 +152,12 @@ pub fn commit(
         })?;
         let rel = rel_path_for(*c, id);
         if touched.insert(rel) {
-            targets.push((path, crate::canonical::to_canonical_string(&rec.raw)));
+            let loaded = reg.was_loaded(*c, id);
+            targets.push((
+                path,
+                crate::canonical::to_canonical_string(&rec.raw),
+                loaded,
+            ));
         }
     }
     for r in removals {
@@ -185,15 +190,28 @@ pub fn commit(
     let mut cols: Vec<(String, Dir)> = Vec::new();
     // (collection directory, file name, path) of each target.
     let mut placed = Vec::with_capacity(targets.len());
-    for (path, _) in &targets {
+    for (path, _, _) in &targets {
         let dir = path.parent().expect("<root>/<dir>/<id>.json");
         let (dname, fname) = split_rel(&reg.root, path).ok_or_else(|| outside(path))?;
         let k = open_col(&root_dir, &mut cols, &dname, dir, true, guard.root())?;
         placed.push((k, fname));
     }
     let mut staged = Vec::with_capacity(targets.len());
-    for ((path, text), (k, fname)) in targets.iter().zip(&placed) {
+    for ((path, text, loaded), (k, fname)) in targets.iter().zip(&placed) {
         let col = &cols[*k].1;
+        // A file this load did not read (it could not be read, or it appeared since) is not
+        // replaced by a record drafted in its absence (break-it round 11: a recipe whose
+        // directory could not be read during a swap was overwritten by a fresh draft, and 13
+        // sweeps lost their links).
+        if !loaded && col.symlink_metadata(fname).is_ok() {
+            return Err(WriteError::Io {
+                path: path.clone(),
+                source: std::io::Error::new(
+                    std::io::ErrorKind::AlreadyExists,
+                    "the file exists but was not read when the registry was loaded (unreadable, or written since: `servebench registry validate` reports it)",
+                ),
+            });
+        }
         let existing = col.symlink_metadata(fname).ok().filter(|m| m.is_file());
         let mut tmp = cap_tempfile::TempFile::new(col).map_err(io(path))?;
         // A new file gets the mode a plain `File::create` gives (0666 less the umask); a
