@@ -403,6 +403,79 @@ pub fn duplicate_keys(text: &str) -> Vec<String> {
     out
 }
 
+/// Cells that contradict the run or each other (break-it round 11: each made an `accepted`
+/// row with a false headline): two cells of one layer with the same (C, context); prompt tokens
+/// above the run's `max_model_len`; average output above `max_tokens` (1 % + 1 token slack);
+/// an ok cell whose `wall_time` is shorter than its window, or that sent no request.
+fn check_plan(v: &Value, out: &mut Vec<ImpossibleValue>) {
+    let md = v.get("metadata");
+    let positive = |k: &str| {
+        md.and_then(|m| m.get(k))
+            .and_then(Value::as_f64)
+            .filter(|x| *x > 0.0)
+    };
+    let (max_len, max_tokens) = (positive("max_model_len"), positive("max_tokens"));
+    for layer in ["results", "burst_results"] {
+        let Some(cells) = v.get(layer).and_then(Value::as_array) else {
+            continue;
+        };
+        let mut seen: Vec<(u64, u64)> = Vec::new();
+        // (cells without both keys, hand-made fragments, are not compared)
+        for (i, c) in cells.iter().enumerate() {
+            let at = format!("/{layer}/{i}");
+            let f = |k: &str| c.get(k).and_then(Value::as_f64);
+            let key = c
+                .get("concurrency")
+                .and_then(Value::as_u64)
+                .zip(c.get("context_tokens").and_then(Value::as_u64));
+            if let Some(key) = key.filter(|k| seen.contains(k)) {
+                out.push(ImpossibleValue {
+                    pointer: format!("{at}/concurrency"),
+                    message: format!(
+                        "a second cell at C = {}, context {} in {layer} (one cell per point)",
+                        key.0, key.1
+                    ),
+                });
+            } else if let Some(key) = key {
+                seen.push(key);
+            }
+            if let (Some(p), Some(m)) = (f("prompt_tokens"), max_len) {
+                if p > m {
+                    out.push(ImpossibleValue {
+                        pointer: format!("{at}/prompt_tokens"),
+                        message: format!("{p} prompt tokens, above the run's max_model_len {m}"),
+                    });
+                }
+            }
+            if let (Some(o), Some(m)) = (f("output_seq_len_avg"), max_tokens) {
+                if o > m * 1.01 + 1.0 {
+                    out.push(ImpossibleValue {
+                        pointer: format!("{at}/output_seq_len_avg"),
+                        message: format!("{o} output tokens per request, above max_tokens {m}"),
+                    });
+                }
+            }
+            if c.get("status").and_then(Value::as_str) != Some("ok") {
+                continue;
+            }
+            if let (Some(wall), Some(win)) = (f("wall_time"), f("measurement_seconds")) {
+                if wall > 0.0 && wall + 1e-6 < win {
+                    out.push(ImpossibleValue {
+                        pointer: format!("{at}/wall_time"),
+                        message: format!("the cell took {wall} s, less than its {win} s window"),
+                    });
+                }
+            }
+            if c.get("request_count").and_then(Value::as_u64) == Some(0) {
+                out.push(ImpossibleValue {
+                    pointer: format!("{at}/request_count"),
+                    message: "an ok cell that sent no request".into(),
+                });
+            }
+        }
+    }
+}
+
 /// Every impossible value in `v` (a results JSON), in document order (rules in the module docs).
 pub fn impossible_values(v: &Value) -> Vec<ImpossibleValue> {
     let mut out = Vec::new();
@@ -414,6 +487,7 @@ pub fn impossible_values(v: &Value) -> Vec<ImpossibleValue> {
             }
         }
     }
+    check_plan(v, &mut out);
     for layer in ["prefill", "prefill_warm"] {
         let Some(rows) = v.get(layer).and_then(Value::as_object) else {
             continue;
@@ -766,5 +840,55 @@ mod duplicate_key_tests {
         wide.push("\"k7\": 0".into());
         let wide = format!("{{{}}}", wide.join(","));
         assert_eq!(duplicate_keys(&wide), ["/k7"]);
+    }
+}
+
+#[cfg(test)]
+mod plan_tests {
+    use super::impossible_values;
+    use serde_json::json;
+
+    /// Break-it round 11: cells that contradict the run or each other.
+    #[test]
+    fn cells_that_contradict_the_run_or_each_other() {
+        let cell = |c: u64, ctx: u64| {
+            json!({"concurrency": c, "context_tokens": ctx, "status": "ok", "request_count": 4,
+                   "wall_time": 9.0, "measurement_seconds": 5.0, "prompt_tokens": 100,
+                   "output_seq_len_avg": 64.0, "aggregate_tps": 100.0,
+                   "client_output_tokens": 500})
+        };
+        let good = json!({"metadata": {"max_model_len": 4096, "max_tokens": 64},
+            "results": [cell(1, 0), cell(2, 0), cell(1, 512)], "burst_results": [cell(1, 0)]});
+        assert!(
+            impossible_values(&good).is_empty(),
+            "{:?}",
+            impossible_values(&good)
+        );
+        let mut bad = good.clone();
+        bad["results"][2] = cell(1, 0);
+        bad["results"][0]["prompt_tokens"] = json!(5000);
+        bad["results"][1]["output_seq_len_avg"] = json!(66.0);
+        bad["burst_results"][0]["wall_time"] = json!(4.9);
+        let mut zero = cell(4, 0);
+        zero["request_count"] = json!(0);
+        bad["results"].as_array_mut().unwrap().push(zero);
+        let found: Vec<String> = impossible_values(&bad)
+            .into_iter()
+            .map(|p| p.pointer)
+            .collect();
+        assert_eq!(
+            found,
+            [
+                "/results/0/prompt_tokens",
+                "/results/1/output_seq_len_avg",
+                "/results/2/concurrency",
+                "/results/3/request_count",
+                "/burst_results/0/wall_time",
+            ]
+        );
+        // 64.64 + 1 output tokens per request is still within max_tokens' slack
+        let mut edge = good.clone();
+        edge["results"][0]["output_seq_len_avg"] = json!(65.64);
+        assert!(impossible_values(&edge).is_empty());
     }
 }
