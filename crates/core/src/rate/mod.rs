@@ -767,6 +767,143 @@ mod tests {
     /// Five arrivals scheduled 1 s apart (0..4 s); four were sent, 0, 0.1, 0.2 and 0.5 s late;
     /// the fifth never went out. Each sent request's first token comes 0.2 s after it was
     /// sent, three tokens 0.1 s apart, and its stream ends 0.3 s after the last token.
+    /// A request of the hand-built rows: sent `lag` ms after its intended time `k` × `gap`
+    /// ms; `kind` 0 completes (3 tokens, end at +700 ms), 1 fails (an error, one token), 2 is
+    /// cut by the row deadline (one token).
+    fn hand_built(k: u64, gap: u64, lag: u64, kind: u8, t0: Instant) -> RequestOutcome {
+        use servebench_client::h1::ReadDelay;
+        use servebench_client::stream::StreamOutcome;
+        use servebench_sse::{decode, RequestTracker};
+        const TOK: &str =
+            r#"{"choices":[{"index":0,"delta":{"content":"a"},"finish_reason":null}]}"#;
+        const FIN: &str = r#"{"choices":[{"index":0,"delta":{},"finish_reason":"stop"}]}"#;
+        let at = |ms: u64| t0 + Duration::from_millis(ms);
+        let intended = k * gap;
+        let sent = intended + lag;
+        let mut t = RequestTracker::new(at(sent));
+        let tokens = if kind == 0 { 3 } else { 1 };
+        for i in 0..tokens {
+            t.apply(&decode(TOK), at(sent + 200 + 100 * i));
+        }
+        let mut record = if kind == 0 {
+            t.apply(&decode(FIN), at(sent + 400));
+            t.apply(&decode("[DONE]"), at(sent + 700));
+            t.finish(at(sent + 700), true, false)
+        } else {
+            t.finish(at(sent + 300), false, kind == 2)
+        };
+        if kind == 1 {
+            record.error = Some("HTTP 500 from the server".into());
+        }
+        RequestOutcome {
+            index: k,
+            intended_at: at(intended),
+            sent_at: at(sent),
+            waited: false,
+            stream: StreamOutcome {
+                record,
+                window_tokens: 0,
+                window_token_events: 0,
+                text: None,
+                read_delay: ReadDelay::default(),
+                facts: Default::default(),
+            },
+        }
+    }
+
+    /// The same arithmetic at 2 req/s with a failed and a cut request (core-rate survivors:
+    /// at 1 req/s a rate multiplied and divided alike, and no request failed or was cut).
+    #[test]
+    fn open_loop_arithmetic_with_failures_cuts_and_a_rate_of_two() {
+        let t0 = Instant::now();
+        // 4 arrivals every 500 ms (1.5 s span: 2 req/s); sent 0, 100, 0, 0 ms late
+        let offsets: Vec<Duration> = (0..4).map(|k| Duration::from_millis(500 * k)).collect();
+        let outcomes = vec![
+            hand_built(0, 500, 0, 0, t0),
+            hand_built(1, 500, 100, 1, t0),
+            hand_built(2, 500, 0, 2, t0),
+            hand_built(3, 500, 0, 0, t0),
+        ];
+        let slo = Slo {
+            metric: servebench_results::SloMetric::Ttft,
+            percentile: 50.0,
+            threshold_s: 0.4,
+        };
+        let mut row = RateRow {
+            offered_rate: 2.0,
+            ..RateRow::default()
+        };
+        fold_row(&mut row, &offsets, &outcomes, &[slo]);
+        let close = |got: Option<f64>, want: f64, what: &str| {
+            let g = got.unwrap_or_else(|| panic!("{what}: none"));
+            assert!((g - want).abs() < 1e-9, "{what}: {g} != {want}");
+        };
+        assert_eq!(
+            (
+                row.requests_completed,
+                row.requests_failed,
+                row.requests_cut
+            ),
+            (2, 1, 1)
+        );
+        close(row.schedule_rate, 2.0, "schedule_rate: 3 gaps over 1.5 s");
+        // sent at 0, 0.6, 1.0, 1.5 s: 3 gaps over 1.5 s
+        close(row.achieved_rate, 2.0, "achieved_rate");
+        close(row.shortfall, 0.0, "shortfall 1 − 2 / 2");
+        // two good of four scheduled (TTFT 0.2 s each, from intended): 0.5 × 2 req/s
+        close(row.slo_attainment, 0.5, "slo_attainment");
+        close(row.goodput, 0.5 * 2.0, "goodput");
+        assert_eq!(row.status, Some(CellStatus::Ok));
+        assert_eq!(
+            row.status_reason.as_deref(),
+            Some("1 of 4 sent requests failed; first error: HTTP 500 from the server")
+        );
+        // a late send: achieved below the schedule (sent at 0, 0.9, 1.0, 1.5 s → 2 req/s over
+        // 1.5 s still; the 4th 600 ms late: 3 gaps over 2.1 s)
+        let late = vec![
+            hand_built(0, 500, 0, 0, t0),
+            hand_built(1, 500, 0, 0, t0),
+            hand_built(2, 500, 0, 0, t0),
+            hand_built(3, 500, 600, 0, t0),
+        ];
+        let mut row = RateRow::default();
+        fold_row(&mut row, &offsets, &late, &[]);
+        close(row.achieved_rate, 3.0 / 2.1, "achieved_rate, late");
+        close(row.shortfall, 1.0 - (3.0 / 2.1) / 2.0, "shortfall, late");
+        assert_eq!(row.goodput, None, "no SLO: no goodput");
+        assert_eq!(row.status_reason, None);
+        // one arrival: no realised rate, goodput at the offered rate
+        let mut row = RateRow {
+            offered_rate: 0.25,
+            ..RateRow::default()
+        };
+        fold_row(&mut row, &offsets[..1], &late[..1], &[slo]);
+        assert_eq!((row.schedule_rate, row.achieved_rate), (None, None));
+        close(
+            row.goodput,
+            0.25,
+            "goodput of one good arrival at 0.25 req/s",
+        );
+        // nothing completed: an error row, with the first error or why
+        let mut row = RateRow::default();
+        fold_row(&mut row, &offsets[..2], &outcomes[1..3], &[]);
+        assert_eq!(row.status, Some(CellStatus::Error));
+        assert_eq!(
+            row.status_reason.as_deref(),
+            Some("no request completed; first error: HTTP 500 from the server")
+        );
+        let mut row = RateRow::default();
+        fold_row(&mut row, &offsets[..1], &outcomes[2..3], &[]);
+        assert_eq!(row.status_reason.as_deref(), Some("no request completed"));
+        let mut row = RateRow::default();
+        fold_row(&mut row, &[], &[], &[]);
+        assert_eq!(
+            row.status_reason.as_deref(),
+            Some("the schedule holds no arrival")
+        );
+        assert_eq!(row.slo_attainment, None);
+    }
+
     #[test]
     fn open_loop_arithmetic_on_hand_built_records() {
         use servebench_client::h1::ReadDelay;
