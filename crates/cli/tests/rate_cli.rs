@@ -95,6 +95,12 @@ fn request_rate_with_slo_writes_valid_rate_rows() {
         assert_eq!(row["slo_met"], true, "{row}");
         assert!(row["goodput"].as_f64().unwrap() > 0.0);
         assert_eq!(row["seed"], 3);
+        // the row's own configuration, as asked (core-rate survivors: `row_header`)
+        assert_eq!(row["context_tokens"], 0, "{row}");
+        assert_eq!(row["arrival"], "constant", "{row}");
+        assert_eq!(row["duration"], 1.0, "{row}");
+        assert!(row["max_concurrency"].is_null(), "uncapped: {row}");
+        assert!(row["search_step"].is_null(), "not a search: {row}");
     }
     assert!(
         v["results"].as_array().unwrap().is_empty(),
