@@ -241,6 +241,26 @@ mod tests {
         })
     }
 
+    /// A completed request without the SLO's metric is left out only for ITL / TPOT (a
+    /// one-token answer); without a TTFT or E2E it counts as +∞ (core-rate survivor).
+    #[test]
+    fn a_missing_ttft_is_infinite_a_missing_itl_is_left_out() {
+        let no_values = Some(RequestValues {
+            completed: true,
+            ..Default::default()
+        });
+        let fast = req(0.05, Some(0.01), 0.5);
+        let ttft = parse_slos("ttft_p50=100ms").unwrap()[0];
+        // 0.05 and +∞: the median is +∞
+        assert_eq!(check_percentile(&ttft, &[fast, no_values]), (None, false));
+        let itl = parse_slos("itl_p50=20ms").unwrap()[0];
+        // only the 10 ms ITL counts
+        assert_eq!(
+            check_percentile(&itl, &[fast, no_values]),
+            (Some(0.01), true)
+        );
+    }
+
     #[test]
     fn per_request_attainment_needs_every_slo() {
         let slos = parse_slos("ttft_p99=100ms,itl_p50=10ms").unwrap();
