@@ -259,6 +259,11 @@ mod tests {
             check_percentile(&itl, &[fast, no_values]),
             (Some(0.01), true)
         );
+        // a percentile that falls exactly on a finite value is that value, even when +inf
+        // follows it (core-rate survivor: it interpolated towards +inf)
+        assert_eq!(percentile_with_inf(&[0.1, 0.2, f64::INFINITY], 50.0), 0.2);
+        let tail = percentile_with_inf(&[0.1, 0.2, f64::INFINITY], 75.0);
+        assert_eq!(tail, f64::INFINITY);
     }
 
     #[test]
