@@ -896,12 +896,24 @@ mod tests {
         fold_row(&mut row, &offsets[..1], &outcomes[2..3], &[]);
         assert_eq!(row.status_reason.as_deref(), Some("no request completed"));
         let mut row = RateRow::default();
-        fold_row(&mut row, &[], &[], &[]);
+        fold_row(&mut row, &[], &[], &[slo]);
         assert_eq!(
             row.status_reason.as_deref(),
             Some("the schedule holds no arrival")
         );
-        assert_eq!(row.slo_attainment, None);
+        assert_eq!(
+            row.slo_attainment, None,
+            "no arrival: no attainment (not 0 / 0)"
+        );
+        // a schedule that does not start at 0: its span is last − first (1 s for 3 arrivals)
+        let mut row = RateRow::default();
+        fold_row(&mut row, &offsets[1..], &late[1..3], &[]);
+        close(row.schedule_rate, 2.0, "schedule_rate from 0.5 s");
+        // two arrivals at the same instant: no rate (not infinity)
+        let same = [Duration::from_millis(500); 2];
+        let mut row = RateRow::default();
+        fold_row(&mut row, &same, &late[..1], &[]);
+        assert_eq!(row.schedule_rate, None);
     }
 
     #[test]
