@@ -264,6 +264,11 @@ mod tests {
         assert_eq!(percentile_with_inf(&[0.1, 0.2, f64::INFINITY], 50.0), 0.2);
         let tail = percentile_with_inf(&[0.1, 0.2, f64::INFINITY], 75.0);
         assert_eq!(tail, f64::INFINITY);
+        // between finite values: NumPy's linear interpolation (k = 1.5, 0.25)
+        let mid = percentile_with_inf(&[0.1, 0.2, 0.4], 75.0);
+        assert!((mid - 0.3).abs() < 1e-12, "{mid}");
+        let low = percentile_with_inf(&[1.0, 3.0], 25.0);
+        assert!((low - 1.5).abs() < 1e-12, "{low}");
     }
 
     #[test]
