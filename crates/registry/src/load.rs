@@ -61,8 +61,8 @@ impl fmt::Display for Problem {
 #[derive(Debug, thiserror::Error)]
 pub enum RegistryError {
     /// The root is missing or not a directory.
-    #[error("{} is not a registry directory ({})", .0.display(), if .0.exists() { "it is not a directory" } else { "no such directory" })]
-    NotADirectory(PathBuf),
+    #[error("{} is not a registry directory ({})", .0.display(), .1)]
+    NotADirectory(PathBuf, &'static str),
     /// An I/O error on a path.
     #[error("cannot read {path}: {source}")]
     Io {
@@ -505,7 +505,12 @@ impl Registry {
     pub fn load_with(dir: impl AsRef<Path>, opts: LoadOptions) -> Result<Registry, RegistryError> {
         let root = dir.as_ref().to_path_buf();
         if !root.is_dir() {
-            return Err(RegistryError::NotADirectory(root));
+            let why = if root.exists() {
+                "it is not a directory"
+            } else {
+                "no such directory"
+            };
+            return Err(RegistryError::NotADirectory(root, why));
         }
         // Symbolic links are followed only when they stay inside the registry (rule
         // `symlink-outside` otherwise): nothing outside the root is read or served.
@@ -514,7 +519,7 @@ impl Registry {
         // is followed only while it stays under the root), so a directory swapped for a link
         // between the checks below and the reads is never read through (break-it round 9).
         let root_dir = Dir::open_ambient_dir(&root, cap_std::ambient_authority())
-            .map_err(|_| RegistryError::NotADirectory(root.clone()))?;
+            .map_err(|_| RegistryError::NotADirectory(root.clone(), "it cannot be opened"))?;
         let mut early: Vec<Problem> = Vec::new();
         let mut cols: Vec<Dir> = Vec::new();
         let mut files: Vec<Listed> = Vec::new();

@@ -918,46 +918,14 @@ mod tests {
 
     #[test]
     fn open_loop_arithmetic_on_hand_built_records() {
-        use servebench_client::h1::ReadDelay;
-        use servebench_client::stream::StreamOutcome;
-        use servebench_sse::{decode, RequestTracker};
-        const TOK: &str =
-            r#"{"choices":[{"index":0,"delta":{"content":"a"},"finish_reason":null}]}"#;
-        const FIN: &str = r#"{"choices":[{"index":0,"delta":{},"finish_reason":"stop"}]}"#;
         let t0 = Instant::now();
-        let at = |ms: u64| t0 + Duration::from_millis(ms);
         let offsets: Vec<Duration> = (0..5).map(Duration::from_secs).collect();
-        let lags_ms = [0u64, 100, 200, 500];
-        let outcomes: Vec<RequestOutcome> = lags_ms
+        let outcomes: Vec<RequestOutcome> = [0u64, 100, 200, 500]
             .iter()
             .enumerate()
-            .map(|(k, lag)| {
-                let intended = k as u64 * 1000;
-                let sent = intended + lag;
-                let mut t = RequestTracker::new(at(sent));
-                for i in 0..3 {
-                    t.apply(&decode(TOK), at(sent + 200 + 100 * i));
-                }
-                t.apply(&decode(FIN), at(sent + 400));
-                t.apply(&decode("[DONE]"), at(sent + 700));
-                let record = t.finish(at(sent + 700), true, false);
-                assert!(record.completed);
-                RequestOutcome {
-                    index: k as u64,
-                    intended_at: at(intended),
-                    sent_at: at(sent),
-                    waited: false,
-                    stream: StreamOutcome {
-                        record,
-                        window_tokens: 0,
-                        window_token_events: 0,
-                        text: None,
-                        read_delay: ReadDelay::default(),
-                        facts: Default::default(),
-                    },
-                }
-            })
+            .map(|(k, lag)| hand_built(k as u64, 1000, *lag, 0, t0))
             .collect();
+        assert!(outcomes.iter().all(|o| o.stream.record.completed));
         let slo = Slo {
             metric: servebench_results::SloMetric::Ttft,
             percentile: 50.0,
