@@ -139,7 +139,8 @@ pub fn commit(
     removals: &[String],
 ) -> Result<Vec<PathBuf>, WriteError> {
     let guard = RootGuard::new(&reg.root);
-    let mut targets: Vec<(PathBuf, String, bool)> = Vec::new();
+    // (path, canonical text, read by the load, collection directory, file name)
+    let mut targets: Vec<(PathBuf, String, bool, &'static str, String)> = Vec::new();
     let mut touched = BTreeSet::new();
     for (c, id) in writes {
         let path = safe_path(&reg.root, *c, id)?;
@@ -157,6 +158,8 @@ pub fn commit(
                 path,
                 crate::canonical::to_canonical_string(&rec.raw),
                 loaded,
+                c.dir_name(),
+                format!("{id}.json"),
             ));
         }
     }
@@ -183,21 +186,16 @@ pub fn commit(
     };
     let root_dir =
         Dir::open_ambient_dir(&reg.root, cap_std::ambient_authority()).map_err(io(&reg.root))?;
-    let outside = |dir: &Path| WriteError::Outside {
-        path: dir.to_path_buf(),
-        root: guard.root().to_path_buf(),
-    };
     let mut cols: Vec<(String, Dir)> = Vec::new();
-    // (collection directory, file name, path) of each target.
+    // (directory handle index, file name) of each target.
     let mut placed = Vec::with_capacity(targets.len());
-    for (path, _, _) in &targets {
+    for (path, _, _, dname, fname) in &targets {
         let dir = path.parent().expect("<root>/<dir>/<id>.json");
-        let (dname, fname) = split_rel(&reg.root, path).ok_or_else(|| outside(path))?;
-        let k = open_col(&root_dir, &mut cols, &dname, dir, true, guard.root())?;
+        let k = open_col(&root_dir, &mut cols, dname, dir, true, guard.root())?;
         placed.push((k, fname));
     }
     let mut staged = Vec::with_capacity(targets.len());
-    for ((path, text, loaded), (k, fname)) in targets.iter().zip(&placed) {
+    for ((path, text, loaded, _, _), (k, fname)) in targets.iter().zip(&placed) {
         let col = &cols[*k].1;
         // A file this load did not read (it could not be read, or it appeared since) is not
         // replaced by a record drafted in its absence (break-it round 11: a recipe whose
@@ -228,7 +226,7 @@ pub fn commit(
             Some(_) => Some(col.read(fname).map_err(io(path))?),
             None => None,
         };
-        staged.push((tmp, *k, fname.clone(), path.clone(), old));
+        staged.push((tmp, *k, (*fname).clone(), path.clone(), old));
     }
     // Commit: rename every staged file into place, with Ctrl-C, SIGTERM and SIGHUP held
     // until the last rename and the removals are done (break-it round 9: a SIGTERM between two
@@ -251,17 +249,17 @@ pub fn commit(
     }
     for r in removals {
         let p = reg.root.join(r);
-        let Some((dname, fname)) = split_rel(&reg.root, &p) else {
+        let Some((dname, fname)) = r.split_once('/') else {
             continue;
         };
         let dir = p.parent().unwrap_or(&reg.root);
         if std::fs::symlink_metadata(&p).is_err() {
             continue;
         }
-        let k = open_col(&root_dir, &mut cols, &dname, dir, false, guard.root())?;
+        let k = open_col(&root_dir, &mut cols, dname, dir, false, guard.root())?;
         let col = &cols[k].1;
-        if col.symlink_metadata(&fname).is_ok() {
-            col.remove_file(&fname).map_err(io(&p))?;
+        if col.symlink_metadata(fname).is_ok() {
+            col.remove_file(fname).map_err(io(&p))?;
         }
     }
     Ok(done.into_iter().map(|(_, _, p, _)| p).collect())
@@ -312,15 +310,6 @@ fn open_col(
     let col = root_dir.open_dir(name).map_err(fail)?;
     cols.push((name.to_string(), col));
     Ok(cols.len() - 1)
-}
-
-/// `(collection directory, file name)` of a `<root>/<dir>/<file>` path.
-fn split_rel(root: &Path, path: &Path) -> Option<(String, String)> {
-    let rel = path.strip_prefix(root).ok()?;
-    let mut parts = rel.components();
-    let d = parts.next()?.as_os_str().to_str()?.to_string();
-    let f = parts.next()?.as_os_str().to_str()?.to_string();
-    parts.next().is_none().then_some((d, f))
 }
 
 /// Whether a cap-std error says a path led out of the root (a symbolic link out, or `..`).
